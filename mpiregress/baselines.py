@@ -1,0 +1,165 @@
+"""Baselines: reference values as data, with provenance, one YAML file per system.
+
+File layout (``baselines/<system>.yaml``)::
+
+    schema: mpiregress-baselines/1
+    system: iris
+    toolchain: "2023b"
+    provenance:
+      <name>: {description: ..., runs: N, collected: YYYY-MM-DD, pipelines: [...]}
+    references:
+      <partition>:
+        <method>:
+          <placement>:
+            <metric>: {value: 2.05, tolerance: 0.15, unit: us, provenance: <name>}
+
+``tolerance`` is a fraction, one-sided in the direction that hurts: latency may
+rise by at most value*tolerance, bandwidth may fall by at most that much. A value
+better than the band is not a failure of the system but a stale baseline; the
+verdict module says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from .errors import InputError
+from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
+
+SCHEMA = "mpiregress-baselines/1"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference value and its one-sided tolerance band."""
+
+    value: float
+    tolerance: float
+    unit: str
+    provenance: str
+    metric: str
+
+    def bounds(self) -> tuple[Optional[float], Optional[float]]:
+        """ReFrame-style (lower, upper) fractional thresholds: only the hurting side is bounded."""
+        if METRICS[self.metric].higher_is_better:
+            return -self.tolerance, None
+        return None, self.tolerance
+
+    def limit(self) -> float:
+        """The worst value still inside the band."""
+        sign = -1 if METRICS[self.metric].higher_is_better else 1
+        return self.value * (1 + sign * self.tolerance)
+
+    def reframe(self) -> tuple[float, Optional[float], Optional[float], str]:
+        """This reference as a ReFrame ``reference`` tuple."""
+        lower, upper = self.bounds()
+        return (self.value, lower, upper, self.unit)
+
+
+@dataclass
+class Baselines:
+    """All references of one system, and where they came from."""
+
+    path: Path
+    system: str
+    toolchain: str
+    provenance: dict[str, dict[str, Any]]
+    references: dict[tuple[str, str, str, str], Reference] = field(default_factory=dict)
+
+    def lookup(self, partition: str, method: str, placement: str, metric: str) -> Optional[Reference]:
+        return self.references.get((partition, method, placement, metric))
+
+
+def _fail(path: Path, key: str, message: str) -> InputError:
+    return InputError(f"baselines file {path}: {key}: {message}")
+
+
+def _mapping(path: Path, key: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(path, key, f"must be a mapping, found {type(value).__name__}")
+    return value
+
+
+def _number(path: Path, key: str, value: Any, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, key, f"must be a number, found {value!r}")
+    if positive and value <= 0:
+        raise _fail(path, key, f"must be positive, found {value!r}")
+    return float(value)
+
+
+def parse(data: Any, path: Path) -> Baselines:
+    """Validate parsed YAML ``data`` from ``path``; every error names the file and the key."""
+    top = _mapping(path, "<top level>", data)
+    if top.get("schema") != SCHEMA:
+        raise _fail(path, "schema", f"must be '{SCHEMA}', found {top.get('schema')!r}")
+    system = top.get("system")
+    if system not in SYSTEMS:
+        raise _fail(path, "system", f"must be one of {', '.join(SYSTEMS)}, found {system!r}")
+    toolchain = top.get("toolchain")
+    if not isinstance(toolchain, str) or not toolchain:
+        raise _fail(path, "toolchain", "must name the toolchain generation, e.g. \"2023b\"")
+    provenance = _mapping(path, "provenance", top.get("provenance"))
+    for name, record in provenance.items():
+        record = _mapping(path, f"provenance.{name}", record)
+        if not isinstance(record.get("description"), str) or not record["description"].strip():
+            raise _fail(path, f"provenance.{name}.description", "must say where the values came from")
+        runs = record.get("runs")
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise _fail(path, f"provenance.{name}.runs", f"must be a whole number >= 1, found {runs!r}")
+        if "collected" not in record:
+            raise _fail(path, f"provenance.{name}.collected", "is missing (the date the values were measured)")
+    result = Baselines(path=path, system=system, toolchain=toolchain, provenance=provenance)
+    partitions = _mapping(path, "references", top.get("references"))
+    for partition, methods in partitions.items():
+        for method, placements in _mapping(path, f"references.{partition}", methods).items():
+            if method not in METHODS:
+                raise _fail(path, f"references.{partition}.{method}", f"unknown build method (known: {', '.join(METHODS)})")
+            for placement, metrics in _mapping(path, f"references.{partition}.{method}", placements).items():
+                if placement not in PLACEMENTS:
+                    raise _fail(path, f"references.{partition}.{method}.{placement}",
+                                f"unknown placement (known: {', '.join(PLACEMENTS)})")
+                for metric, entry in _mapping(path, f"references.{partition}.{method}.{placement}", metrics).items():
+                    key = f"references.{partition}.{method}.{placement}.{metric}"
+                    if metric not in METRICS:
+                        raise _fail(path, key, f"unknown metric (known: {', '.join(METRICS)})")
+                    entry = _mapping(path, key, entry)
+                    value = _number(path, f"{key}.value", entry.get("value"))
+                    tolerance = _number(path, f"{key}.tolerance", entry.get("tolerance"))
+                    if tolerance >= 1:
+                        raise _fail(path, f"{key}.tolerance", f"is a fraction below 1 (0.10 = 10 %), found {tolerance!r}")
+                    unit = entry.get("unit")
+                    if unit != METRICS[metric].unit:
+                        raise _fail(path, f"{key}.unit", f"must be {METRICS[metric].unit!r} for {metric}, found {unit!r}")
+                    prov = entry.get("provenance")
+                    if prov not in provenance:
+                        raise _fail(path, f"{key}.provenance",
+                                    f"{prov!r} is not described under 'provenance' (a baseline without provenance is not accepted)")
+                    result.references[(partition, method, placement, metric)] = Reference(
+                        value=value, tolerance=tolerance, unit=unit, provenance=prov, metric=metric)
+    return result
+
+
+def load(path: Path) -> Baselines:
+    """Load and validate the baselines file at ``path``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"baselines file {path} does not exist") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputError(f"baselines file {path}: not valid YAML: {err}") from None
+    return parse(data, path)
+
+
+def for_system(system: str, directory: Path) -> Baselines:
+    """The baselines of ``system`` from ``directory``/<system>.yaml, checked to be that system's."""
+    baselines = load(Path(directory) / f"{system}.yaml")
+    if baselines.system != system:
+        raise _fail(baselines.path, "system", f"is {baselines.system!r} but the file is for {system!r}")
+    return baselines

@@ -1,0 +1,1 @@
+"""Subcommands of the mpiregress CLI; each module defines ``register(subparsers)``."""

@@ -1,0 +1,26 @@
+"""``mpiregress guard``: may a binary built for one target run on a node of another?"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import microarch
+from ..errors import ERROR, OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("guard", help="exit 0 if a build target can run on the node target(s), else say why")
+    p.add_argument("--build-target", required=True, help="archspec target the binary was built for")
+    p.add_argument("--node-target", required=True, action="append",
+                   help="archspec target of a node (repeat, or comma-separate, for every node of the allocation)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    nodes = [n for value in args.node_target for n in value.split(",") if n]
+    sentence = microarch.check(args.build_target, nodes)
+    if sentence:
+        print(sentence, file=sys.stderr)
+        return ERROR
+    print(f"ok: a {args.build_target} binary runs on {', '.join(sorted(set(nodes)))}")
+    return OK

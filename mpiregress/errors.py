@@ -1,0 +1,34 @@
+"""Exit codes and the exceptions that carry them.
+
+The pipeline gates on these codes: GitLab retries only INFRASTRUCTURE, never
+REGRESSION (a performance failure must not be retried into a pass).
+"""
+from __future__ import annotations
+
+OK = 0
+REGRESSION = 1       # a measured value drifted past its band
+ERROR = 2            # bad input, crashed rank, failed sanity, missing manifest/baseline
+INFRASTRUCTURE = 3   # Slurm down, tool not available on this machine: worth a retry
+SKIPPED = 4          # nothing could run here (e.g. Spack/EESSI absent); never a pass
+
+
+class MpiRegressError(Exception):
+    """An error with a one-sentence message for the user and an exit code."""
+
+    exit_code = ERROR
+
+
+class InputError(MpiRegressError):
+    """A file the user gave (baselines, manifest, toolchain, report) is missing or malformed."""
+
+
+class InfrastructureError(MpiRegressError):
+    """Something outside the project is down or missing (Slurm, munge, network)."""
+
+    exit_code = INFRASTRUCTURE
+
+
+class NotAvailableError(MpiRegressError):
+    """A build method or tool cannot run on this machine (no Spack, no /cvmfs)."""
+
+    exit_code = SKIPPED

@@ -1,0 +1,38 @@
+"""The project's vocabulary: placements, build methods, systems and metrics.
+
+Every module, check, baseline file and report uses these names (see DESIGN.md),
+so a typo in a YAML file is caught against this list instead of silently
+creating a new series.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
+METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
+SYSTEMS: tuple[str, ...] = ("iris", "aion", "local")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One performance metric: which OSU benchmark measures it, at which size."""
+
+    name: str
+    benchmark: str
+    message_size: int
+    unit: str
+    higher_is_better: bool
+
+    def worse(self, value: float, reference: float) -> bool:
+        """True when ``value`` is on the hurting side of ``reference``."""
+        return value < reference if self.higher_is_better else value > reference
+
+
+METRICS: dict[str, Metric] = {
+    "latency": Metric("latency", "osu_latency", 8192, "us", higher_is_better=False),
+    "bandwidth": Metric("bandwidth", "osu_bw", 1048576, "MB/s", higher_is_better=True),
+}
+
+# 100 warm-up and 1000 measured iterations, as in the seed study (DESIGN.md).
+WARMUP_ITERATIONS = 100
+MEASURED_ITERATIONS = 1000

@@ -1,0 +1,48 @@
+"""Where the project's files live. Every path can be overridden from the environment
+so that CI jobs, tests and a site's runners can point the same code elsewhere."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env_path(var: str, default: Path) -> Path:
+    value = os.environ.get(var)
+    return Path(value).resolve() if value else default
+
+
+def state_dir() -> Path:
+    """Scratch state of runs (local Slurm, builds, reports): never committed."""
+    return _env_path("MPIREGRESS_STATE_DIR", REPO_ROOT / "var")
+
+
+def manifest_dir() -> Path:
+    """Folder of build manifests (one JSON file per build)."""
+    return _env_path("MPIREGRESS_MANIFEST_DIR", state_dir() / "manifests")
+
+
+def install_root() -> Path:
+    """Root of install prefixes of the builds the project makes itself."""
+    return _env_path("MPIREGRESS_INSTALL_ROOT", state_dir() / "install")
+
+
+def baselines_dir() -> Path:
+    return _env_path("MPIREGRESS_BASELINES_DIR", REPO_ROOT / "baselines")
+
+
+def toolchains_dir() -> Path:
+    return _env_path("MPIREGRESS_TOOLCHAINS_DIR", REPO_ROOT / "toolchains")
+
+
+def checks_dir() -> Path:
+    return REPO_ROOT / "checks"
+
+
+def reports_dir() -> Path:
+    return _env_path("MPIREGRESS_REPORTS_DIR", REPO_ROOT / "reports")
+
+
+def history_db() -> Path:
+    return _env_path("MPIREGRESS_HISTORY_DB", state_dir() / "history.sqlite")

@@ -1,0 +1,58 @@
+"""Result records: one measured (or failed) metric of one check, in the project's names.
+
+Everything downstream of ReFrame (summary, history, drift, reports) consumes
+these records, never ReFrame's report directly. ``status`` keeps failures as
+results: a crashed rank or a refused binary is a record with status ``error``
+and a reason, so a report still shows everything that did run.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+STATUSES = ("pass", "fail", "error", "skip")
+
+
+@dataclass
+class Result:
+    """One metric of one (system, partition, method, placement) check run."""
+
+    system: str
+    partition: str
+    method: str
+    placement: str
+    metric: str                    # latency | bandwidth
+    benchmark: str                 # osu_latency | osu_bw
+    message_size: int
+    unit: str
+    value: Optional[float]         # None when nothing was measured
+    status: str                    # pass | fail (out of band) | error | skip
+    reason: str = ""               # why fail/error/skip, one sentence
+    reference: Optional[float] = None
+    tolerance: Optional[float] = None
+    target: str = ""               # archspec target of the build that ran
+    node_targets: list[str] = field(default_factory=list)
+    nodelist: list[str] = field(default_factory=list)
+    binding: str = ""              # the CPU binding obtained, as Slurm reported it
+    toolchain: str = ""
+    check: str = ""                # ReFrame test name
+    jobid: str = ""
+    time: str = ""                 # ISO 8601, UTC
+    commit: str = ""
+    pipeline: str = ""
+    samples: list[float] = field(default_factory=list)  # repeated measurements, when a run made several
+
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.system, self.partition, self.method, self.placement, self.metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dump(results: list[Result]) -> str:
+    return json.dumps([r.to_dict() for r in results], indent=2) + "\n"
+
+
+def load(text: str) -> list[Result]:
+    return [Result(**item) for item in json.loads(text)]
