@@ -126,3 +126,10 @@ def select(directory: Path, method: str, node_targets: list[str]) -> tuple[Optio
         refusals = "; ".join(microarch.check(m.target, node_targets) or "" for m in candidates)
         return None, f"no {method} build can run on {'/'.join(sorted(set(node_targets)))} nodes: {refusals}"
     return candidates[index], ""
+
+
+def find_all(directory: Path) -> list[Manifest]:
+    """Every manifest in ``directory``, whatever its method."""
+    if not Path(directory).is_dir():
+        return []
+    return [read(p) for p in sorted(Path(directory).glob("*.json"))]

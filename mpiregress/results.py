@@ -56,3 +56,47 @@ def dump(results: list[Result]) -> str:
 
 def load(text: str) -> list[Result]:
     return [Result(**item) for item in json.loads(text)]
+
+
+def aggregate(results: list[Result]) -> list[Result]:
+    """Fold repeated measurements of one series (ReFrame ``--repeat``) into one record.
+
+    The value becomes the median of the samples and is judged against the
+    reference again; any error among the repeats makes the record an error,
+    because a crash is not averaged away.
+    """
+    import statistics
+
+    from .names import METRICS
+
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        groups.setdefault(r.key(), []).append(r)
+    folded = []
+    for group in groups.values():
+        first = group[0]
+        if len(group) == 1:
+            if first.value is not None and not first.samples:
+                first.samples = [first.value]
+            folded.append(first)
+            continue
+        errors = [r for r in group if r.status == "error"]
+        values = [r.value for r in group if r.value is not None]
+        merged = Result(**{**first.to_dict(), "samples": values})
+        merged.nodelist = sorted({n for r in group for n in r.nodelist})
+        merged.jobid = ",".join(r.jobid for r in group if r.jobid)
+        if errors:
+            merged.status, merged.reason = "error", f"{len(errors)} of {len(group)} repeats failed: {errors[0].reason}"
+            merged.value = statistics.median(values) if values else None
+        elif values:
+            merged.value = statistics.median(values)
+            merged.status, merged.reason = "pass", ""
+            if merged.reference is not None and merged.tolerance is not None:
+                metric = METRICS[merged.metric]
+                sign = -1 if metric.higher_is_better else 1
+                limit = merged.reference * (1 + sign * merged.tolerance)
+                if metric.worse(merged.value, limit):
+                    merged.status = "fail"
+                    merged.reason = f"median {merged.value:g} {merged.unit} is beyond the limit {limit:g} {merged.unit}"
+        folded.append(merged)
+    return folded

@@ -14,6 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-target", required=True, action="append",
                    help="archspec target of a node (repeat, or comma-separate, for every node of the allocation)")
     p.set_defaults(func=run)
+    register_node_target(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,4 +24,16 @@ def run(args: argparse.Namespace) -> int:
         print(sentence, file=sys.stderr)
         return ERROR
     print(f"ok: a {args.build_target} binary runs on {', '.join(sorted(set(nodes)))}")
+    return OK
+
+
+def register_node_target(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("node-target", help="print this node's hostname and archspec target (run on each node of a job)")
+    p.set_defaults(func=run_node_target)
+
+
+def run_node_target(args: argparse.Namespace) -> int:
+    import socket
+
+    print(f"mpiregress-node-target {socket.gethostname()} {microarch.host_target()}")
     return OK

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install everything the project needs on a fresh Debian 12 machine, idempotently:
+# system packages (Slurm, munge, OpenMPI, hwloc, Lmod), a Python venv with the pinned
+# dependencies, and gitlab-ci-local. Safe to run again; quick when nothing is missing.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing system packages: ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$python" -m venv .venv
+fi
+stamp=.venv/.mpiregress-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python dependencies (pinned in pyproject.toml)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+
+if [ -x ci/install-gitlab-ci-local.sh ]; then
+  bash ci/install-gitlab-ci-local.sh
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test suite: install what is needed, then run every test (unit, integration with the real
+# local Slurm, ReFrame, EasyBuild dry-runs, gitlab-ci-local) with pytest.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$repo/ci/setup.sh"
+cd "$repo"
+exec .venv/bin/python -m pytest -ra "$@"

@@ -1,0 +1,111 @@
+"""The ``source`` build method: OSU's own ``configure && make && make install``.
+
+The compiler is the one behind ``mpicc`` on the build host and the target flags
+come from archspec for that compiler, so a build for ``broadwell`` says
+``-march=broadwell`` whatever machine compiles it (never ``-march=native``).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .. import manifest as manifest_mod
+from .. import microarch, toolchain
+from ..manifest import Manifest
+from ..paths import state_dir
+from . import BuildOptions, common
+
+METHOD = "source"
+BINARIES = ("osu_latency", "osu_bw")
+# OSU 7.2 installs its benchmarks here (there is no bin/).
+BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
+
+
+def _say(message: str) -> None:
+    # Progress goes to stderr: stdout carries only the manifest path, for scripts.
+    print(f"mpiregress build: {message}", file=sys.stderr, flush=True)
+
+
+def prefix_for(install_root: Path, target: str) -> Path:
+    """Install prefix of the source build for ``target``."""
+    return Path(install_root) / METHOD / target
+
+
+def build_dir_for(target: str) -> Path:
+    """Scratch folder the tarball is extracted and compiled in (kept after the build, with its log)."""
+    return state_dir() / "build" / f"{METHOD}-{target}"
+
+
+def build(options: BuildOptions) -> Manifest:
+    """Build OSU from its release tarball for ``options.target``; write and return the manifest.
+
+    Reuses an existing build when its manifest records the same tarball, flags,
+    compiler, MPI and prefix and its binaries exist, unless
+    ``options.extra["rebuild"]`` is true.
+    """
+    tc = toolchain.load(options.toolchain_file)
+    microarch.lookup(options.target)
+    tarball = common.resolve_tarball(tc, options.source_mirror)
+    sha256, official = common.verify_sha256(tarball, tc, options.sha256_override)
+
+    compiler = common.detect_compiler("mpicc")
+    mpi = common.detect_mpi()
+    flags = common.target_flags(options.target, compiler)
+    prefix = prefix_for(options.install_root, options.target).resolve()
+    bin_dir = prefix / BIN_SUBDIR
+
+    expect = {"toolchain": tc.name, "osu_version": str(tc.osu["version"]), "sha256": sha256,
+              "prefix": str(prefix), "flags": flags, "compiler": compiler, "mpi": mpi}
+    if not options.extra.get("rebuild"):
+        existing, why = common.reusable(options.manifest_dir, METHOD, options.target, expect, BINARIES)
+        if existing is not None:
+            _say(f"reusing the existing source build for {options.target} ({existing.path}): same tarball, "
+                 f"flags, compiler, MPI and prefix; pass --rebuild to build again")
+            return existing
+        _say(f"building ({why})")
+
+    workdir = build_dir_for(options.target)
+    if workdir.exists():
+        shutil.rmtree(workdir)   # a stale tree could hide a configure failure
+    srcdir = common.extract_tarball(tarball, workdir)
+    log = workdir / "build.log"
+    if not (srcdir / "configure").is_file():
+        raise common.BuildError(f"{tarball} has no configure script in {srcdir.name}/: use the release "
+                                f"tarball (a git checkout needs 'autoreconf -fi' first)")
+
+    cflags = f"-O2 {flags}"
+    configure = ["./configure", "CC=mpicc", "CXX=mpicxx", f"CFLAGS={cflags}", f"CXXFLAGS={cflags}",
+                 f"--prefix={prefix}"]
+    steps = [("configure", configure),
+             ("make", ["make", f"-j{max(1, int(options.jobs))}"]),
+             ("make install", ["make", "install"])]
+    env = dict(os.environ)
+    for name in ("CC", "CXX", "CFLAGS", "CXXFLAGS"):
+        env.pop(name, None)   # only the values on the configure line count
+    for step, cmd in steps:
+        _say(f"[{step}] {' '.join(cmd)} (log: {log})")
+        common.run_logged(cmd, step=step, cwd=srcdir, log=log, env=env)
+
+    for name in BINARIES:
+        binary = bin_dir / "pt2pt" / name
+        if not os.access(binary, os.X_OK):
+            raise common.BuildError(f"'make install' finished but {binary} is missing; full log: {log}")
+
+    notes = common.toolchain_notes(tc, compiler, mpi)
+    if not official:
+        notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
+                     f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
+    manifest = Manifest(
+        method=METHOD, toolchain=tc.name, osu_version=str(tc.osu["version"]), target=options.target,
+        prefix=str(prefix), bin_dir=str(bin_dir), flags=flags, sha256=sha256, sha256_official=official,
+        compiler=compiler, mpi=mpi, build_host=manifest_mod.host_record(),
+        env={"setup": [], "modules": [], "env_vars": {}},
+        extra={"tarball": str(tarball), "build_dir": str(workdir), "build_log": str(log),
+               "configure": configure, "system": options.system, "partition": options.partition},
+        notes=notes,
+    )
+    path = manifest_mod.write(manifest, options.manifest_dir)
+    manifest.path = str(path)
+    return manifest

@@ -1,0 +1,48 @@
+"""``mpiregress run``: the pipeline's main job (checks on Slurm, judged against baselines)."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import paths, toolchain
+from ..names import SYSTEMS
+from ..runner import RunOptions, run as run_checks
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the OSU checks on a system's Slurm and judge them against baselines")
+    p.add_argument("--system", required=True, choices=SYSTEMS)
+    p.add_argument("--partition", help="one partition only (default: all of the system's)")
+    p.add_argument("--methods", help="comma-separated build methods; named methods must produce a result "
+                                      "(default: every method, skipped where it has no build)")
+    p.add_argument("--report-dir", type=Path, help="where reports go (default: reports/<system>)")
+    p.add_argument("--dry-run", action="store_true", help="write the job scripts, submit nothing")
+    p.add_argument("--repeat", type=int, default=1, help="measure each check k times (median judged)")
+    p.add_argument("--manifest-dir", type=Path, default=None)
+    p.add_argument("--baselines-dir", type=Path, default=None)
+    p.add_argument("--toolchain", type=Path, default=None)
+    p.add_argument("--allow-missing-baselines", action="store_true",
+                   help="measure series that have no baseline without failing (they are reported unjudged)")
+    p.add_argument("--no-build", action="store_true", help="local: do not build OSU when no usable build exists")
+    p.add_argument("--source-mirror", type=Path, default=None,
+                   help="folder with osu-micro-benchmarks-7.2.tar.gz (default: $OSU_SOURCE_MIRROR)")
+    p.add_argument("--sha256", default=None, help="accept a site tarball with this sha256 (default: $OSU_SHA256)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    mirror = args.source_mirror or (Path(os.environ["OSU_SOURCE_MIRROR"]) if os.environ.get("OSU_SOURCE_MIRROR") else None)
+    opts = RunOptions(
+        system=args.system, partition=args.partition,
+        methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
+        report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
+        dry_run=args.dry_run, repeat=max(1, args.repeat),
+        manifest_dir=(args.manifest_dir or paths.manifest_dir()).resolve(),
+        baselines_dir=(args.baselines_dir or paths.baselines_dir()).resolve(),
+        toolchain_file=(args.toolchain or toolchain.default_path()).resolve(),
+        allow_missing_baselines=args.allow_missing_baselines, build_missing=not args.no_build,
+        source_mirror=mirror, sha256_override=args.sha256 or os.environ.get("OSU_SHA256") or None,
+        pipeline=os.environ.get("CI_PIPELINE_ID", ""),
+    )
+    return run_checks(opts)

@@ -1,0 +1,392 @@
+"""The `local` system: a real Slurm on this host, started and stopped by the project.
+
+One munged (as the munge user, with its own key and socket), one slurmctld and two
+slurmd "nodes" (``slurmd -N node1``/``node2``) all live under one state folder
+(default ``var/local-cluster``): config, keys, spool, logs and pid files. Daemons
+and clients find the config through ``SLURM_CONF``; nothing goes to /etc. Ports
+are picked free at each cold start, so the test suite's cluster and a
+developer's cluster can run side by side. Daemons are stopped by the PIDs in
+their pid files, never by name.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+import jinja2
+
+from . import paths
+from .errors import InfrastructureError
+
+NODES: tuple[str, ...] = ("node1", "node2")
+PARTITION = "batch"
+TEMPLATE_DIR = paths.REPO_ROOT / "ci" / "local-cluster"
+START_HINT = "for the local system run 'mpiregress cluster start'"
+SETUP_HINT = ("run the project's setup script, which installs them "
+              "(apt-get install slurm-wlm munge openmpi-bin libopenmpi-dev hwloc)")
+# Node states in which the cluster can take work (sinfo %T, suffixes like '*' stripped).
+USABLE_STATES = {"idle", "mixed", "allocated", "completing"}
+# Executables the local cluster needs, with the Debian package that ships them.
+REQUIRED_TOOLS = {
+    "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
+    "scontrol": "slurm-client", "sinfo": "slurm-client", "squeue": "slurm-client",
+    "scancel": "slurm-client",
+}
+# A unix socket path longer than this cannot be bound (sun_path is 108 bytes).
+MAX_SOCKET_PATH = 100
+
+
+def default_state_dir() -> Path:
+    """Where the developer's local cluster keeps its files: ``<state_dir>/local-cluster``."""
+    return paths.state_dir() / "local-cluster"
+
+
+def slurm_reachable(env: Optional[dict] = None, timeout: float = 10) -> tuple[bool, str]:
+    """Ask ``scontrol ping`` whether a slurmctld answers.
+
+    ``env`` entries override the current environment (pass ``client_env()`` for
+    the local cluster). Returns (True, what scontrol said) or (False, one
+    sentence saying why Slurm is not reachable); never raises.
+    """
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.run(["scontrol", "ping"], env=full_env, capture_output=True,
+                              text=True, timeout=timeout)
+    except FileNotFoundError:
+        return False, (f"Slurm is not reachable: scontrol is not installed (package slurm-client); "
+                       f"{SETUP_HINT}, then {START_HINT}")
+    except subprocess.TimeoutExpired:
+        return False, (f"Slurm is not reachable: scontrol ping did not answer within {timeout:g} s; "
+                       f"{START_HINT}")
+    said = " ".join((proc.stdout + " " + proc.stderr).split())
+    if proc.returncode == 0 and " is UP" in said:
+        return True, said
+    return False, f"Slurm is not reachable: scontrol ping says '{said or 'nothing'}'; {START_HINT}"
+
+
+def host_topology() -> dict[str, int]:
+    """CPUs, Sockets, CoresPerSocket and ThreadsPerCore of this host, from ``lscpu -p``.
+
+    Slurm drains a node whose configured topology exceeds what slurmd detects,
+    so the values must come from the machine, not from a guess.
+    """
+    try:
+        out = subprocess.run(["lscpu", "-p=CPU,CORE,SOCKET,ONLINE"], capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise InfrastructureError(f"cannot read the host topology with lscpu: {err}") from None
+    cpus, cores, sockets = 0, set(), set()
+    for line in out.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        cpu, core, sock, online = line.split(",")
+        if online.upper() != "Y":
+            continue
+        cpus += 1
+        sockets.add(sock)
+        cores.add((sock, core))
+    if not cpus:
+        raise InfrastructureError("lscpu reported no online CPU; cannot describe the local nodes")
+    return {"cpus": cpus, "sockets": len(sockets), "cores_per_socket": len(cores) // len(sockets),
+            "threads_per_core": cpus // len(cores)}
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nobody listens on now (held open together so they differ)."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # slurmctld/slurmd bind the wildcard address, so test that, not only loopback.
+            s.bind(("", 0))
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
+def _pid_alive(pid: int, executable: str) -> bool:
+    """True when ``pid`` runs ``executable`` (a recycled PID of another program does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except (OSError, IndexError):
+        return False
+    return os.path.basename(argv0) == executable
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no {path})"
+    return f"last lines of {path}:\n" + "\n".join(text[-lines:])
+
+
+class LocalCluster:
+    """A one-host Slurm (munged, slurmctld, slurmd node1 and node2) under ``state_dir``."""
+
+    def __init__(self, state_dir: Optional[Path] = None) -> None:
+        self.state_dir = Path(state_dir or default_state_dir()).resolve()
+        self.etc = self.state_dir / "etc"
+        self.slurm_conf = self.etc / "slurm.conf"
+        self.munge_dir = self.state_dir / "munge"
+        self.munge_socket = self.munge_dir / "munge.socket"
+        self.info_file = self.state_dir / "cluster.json"
+
+    # -- what is where ------------------------------------------------------
+    def daemons(self) -> dict[str, dict]:
+        """Each daemon: executable, pid file and log files, in start order."""
+        run, log = self.state_dir / "run", self.state_dir / "log"
+        table = {
+            "munged": {"exe": "munged", "pid_file": self.munge_dir / "munged.pid",
+                       "logs": [self.munge_dir / "munged.log", log / "munged.out"]},
+            "slurmctld": {"exe": "slurmctld", "pid_file": run / "slurmctld.pid",
+                          "logs": [log / "slurmctld.log", log / "slurmctld.out"]},
+        }
+        for node in NODES:
+            table[f"slurmd-{node}"] = {"exe": "slurmd", "pid_file": run / f"slurmd-{node}.pid",
+                                       "logs": [log / f"slurmd-{node}.log", log / f"slurmd-{node}.out"]}
+        return table
+
+    def client_env(self) -> dict[str, str]:
+        """Environment entries that point Slurm clients (srun, sbatch, squeue, ReFrame) here."""
+        return {"SLURM_CONF": str(self.slurm_conf)}
+
+    def _pid(self, name: str) -> Optional[int]:
+        """The live PID of daemon ``name`` from its pid file, or None."""
+        d = self.daemons()[name]
+        try:
+            pid = int(d["pid_file"].read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if _pid_alive(pid, d["exe"]) else None
+
+    # -- status -------------------------------------------------------------
+    def nodes(self) -> dict[str, dict]:
+        """Node name -> state, features and CPUs as sinfo reports them ({} when Slurm is down)."""
+        try:
+            proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%f|%c"], capture_output=True,
+                                  text=True, timeout=10, env={**os.environ, **self.client_env()})
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        if proc.returncode != 0:
+            return {}
+        found = {}
+        for line in proc.stdout.splitlines():
+            name, state, features, cpus = line.split("|")
+            found[name] = {"state": state.rstrip("*~#!%$@^-"), "features": features.split(","),
+                           "cpus": int(cpus)}
+        return found
+
+    def status(self) -> dict:
+        """Daemons (PID, alive), node states, ports and whether the cluster is up and usable."""
+        daemons = {}
+        for name, d in self.daemons().items():
+            pid = self._pid(name)
+            daemons[name] = {"pid": pid, "alive": pid is not None, "pid_file": str(d["pid_file"])}
+        reachable, message = slurm_reachable(self.client_env(), timeout=5) \
+            if self.slurm_conf.exists() else (False, f"Slurm is not reachable: the local cluster in "
+                                                    f"{self.state_dir} was never started; {START_HINT}")
+        nodes = self.nodes() if reachable else {}
+        up = (reachable and all(d["alive"] for d in daemons.values())
+              and all(nodes.get(n, {}).get("state") in USABLE_STATES for n in NODES))
+        if reachable and not up:
+            message = "the local cluster is only partly up: " + ", ".join(
+                [f"{k} is not running" for k, v in daemons.items() if not v["alive"]]
+                + [f"{n} is {nodes.get(n, {}).get('state', 'missing')}"
+                   for n in NODES if nodes.get(n, {}).get("state") not in USABLE_STATES])
+            message += f"; {START_HINT}"
+        try:
+            info = json.loads(self.info_file.read_text())
+        except (OSError, ValueError):
+            info = {}
+        return {"up": up, "message": message, "state_dir": str(self.state_dir),
+                "slurm_conf": str(self.slurm_conf), "ports": info.get("ports", {}),
+                "daemons": daemons, "nodes": nodes}
+
+    # -- start --------------------------------------------------------------
+    def start(self, timeout: float = 30) -> bool:
+        """Start the cluster and wait until both nodes are idle.
+
+        Idempotent: when the cluster is already up and healthy nothing is
+        touched and False is returned; otherwise whatever is left of it is
+        stopped, the config is rendered with fresh free ports, the daemons are
+        started and True is returned. Raises InfrastructureError (with the tail
+        of the relevant log) when something does not come up in ``timeout`` s.
+        """
+        self._check_prerequisites()
+        if self.status()["up"]:
+            return False
+        self.stop()
+        self._prepare()
+        self._start_munged(timeout)
+        self._start_daemon("slurmctld", ["slurmctld"], timeout)
+        self._wait(lambda: slurm_reachable(self.client_env(), timeout=5)[0], timeout,
+                   "slurmctld does not answer scontrol ping", "slurmctld")
+        for node in NODES:
+            self._start_daemon(f"slurmd-{node}", ["slurmd", "-N", node], timeout)
+        self._wait(lambda: all(self.nodes().get(n, {}).get("state") == "idle" for n in NODES),
+                   timeout, f"nodes {', '.join(NODES)} did not become idle", "slurmctld")
+        return True
+
+    def _check_prerequisites(self) -> None:
+        missing = [f"{tool} ({pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+        if missing:
+            raise InfrastructureError(f"cannot start the local Slurm cluster: {', '.join(missing)} "
+                                      f"not installed; {SETUP_HINT}")
+        if os.geteuid() != 0:
+            raise InfrastructureError("the local Slurm cluster must be started as root "
+                                      "(slurmd and munged need to switch users)")
+        try:
+            pwd.getpwnam("munge")
+        except KeyError:
+            raise InfrastructureError(f"there is no 'munge' user on this host; {SETUP_HINT}") from None
+        if len(str(self.munge_socket)) > MAX_SOCKET_PATH:
+            raise InfrastructureError(f"the state folder {self.state_dir} is too deep for a unix "
+                                      f"socket path; choose a shorter --state-dir")
+
+    def _prepare(self) -> None:
+        """Fresh folders, a munge key and the rendered slurm.conf with free ports."""
+        # A cold start is a fresh cluster: stale node states and job records from an
+        # earlier run (with other ports) must not leak into this one.
+        for sub in ("spool", "run", "log", "tmp"):
+            shutil.rmtree(self.state_dir / sub, ignore_errors=True)
+        for sub in ("etc", "run", "log", "spool/slurmctld", *(f"spool/slurmd-{n}" for n in NODES),
+                    *(f"tmp/node-{n}" for n in NODES)):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._prepare_munge()
+        topo = host_topology()
+        ports = _free_ports(1 + len(NODES))
+        from .microarch import host_target
+        context = {
+            "hostname": socket.gethostname().split(".")[0],
+            "slurmctld_port": ports[0],
+            # Job ids stay distinct between clusters on one host (see the template).
+            "first_job_id": ports[0] * 1000,
+            "munge_socket": self.munge_socket,
+            "state": self.state_dir, "etc": self.etc,
+            "nodes": [{"name": n, "port": p} for n, p in zip(NODES, ports[1:])],
+            "features": [host_target(), "local"],
+            **topo,
+        }
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                                 undefined=jinja2.StrictUndefined, trim_blocks=True,
+                                 lstrip_blocks=True, keep_trailing_newline=True)
+        self.slurm_conf.write_text(env.get_template("slurm.conf.j2").render(**context))
+        (self.etc / "plugstack.conf").write_text("# no SPANK plugins on the local cluster\n")
+        self.info_file.write_text(json.dumps({
+            "ports": {"slurmctld": ports[0], **{n: p for n, p in zip(NODES, ports[1:])}},
+            "features": context["features"], "topology": topo}, indent=2) + "\n")
+
+    def _prepare_munge(self) -> None:
+        """munged refuses keys and folders that anyone but the munge user could change."""
+        munge = pwd.getpwnam("munge")
+        self.munge_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(self.munge_dir, munge.pw_uid, munge.pw_gid)
+        self.munge_dir.chmod(0o755)  # clients of any user must reach the socket
+        key = self.munge_dir / "munge.key"
+        if not key.exists():
+            # A key is 1 KiB of random bytes (what mungekey writes); this cluster's own.
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(1024))
+        os.chown(key, munge.pw_uid, munge.pw_gid)
+        key.chmod(0o600)
+
+    def _start_munged(self, timeout: float) -> None:
+        d = self.munge_dir
+        self.munge_socket.unlink(missing_ok=True)
+        self._start_daemon("munged", [
+            "munged", f"--socket={self.munge_socket}", f"--key-file={d / 'munge.key'}",
+            f"--pid-file={d / 'munged.pid'}", f"--log-file={d / 'munged.log'}",
+            f"--seed-file={d / 'munged.seed'}"], timeout, user="munge")
+        self._wait(self.munge_socket.exists, timeout, "munged did not create its socket", "munged")
+
+    def _start_daemon(self, name: str, argv: list[str], timeout: float, user: Optional[str] = None) -> None:
+        """Run a self-daemonizing program and wait until its pid file names a live process."""
+        out = self.daemons()[name]["logs"][-1]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "ab") as log:
+            # The program forks into the background and its first process exits; errors
+            # before it opens its own log (bad config, port in use) land in `out`.
+            kwargs = {"user": user, "group": user, "extra_groups": []} if user else {}
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    env={**os.environ, **self.client_env()}, cwd=self.state_dir,
+                                    start_new_session=True, **kwargs)
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                code = "a time-out"
+        if code != 0:
+            raise InfrastructureError(f"{name} failed to start (exit {code}); {self._log_tails(name)}")
+        self._wait(lambda: self._pid(name) is not None, timeout, f"{name} did not stay up", name)
+
+    def _wait(self, ready, timeout: float, what: str, daemon: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"local Slurm cluster: {what} within {timeout:g} s; "
+                                          f"{self._log_tails(daemon)}")
+            time.sleep(0.1)
+
+    def _log_tails(self, name: str) -> str:
+        return "\n".join(_tail(p) for p in self.daemons()[name]["logs"] if p.exists()) \
+            or "no log was written"
+
+    # -- stop ---------------------------------------------------------------
+    def stop(self, timeout: float = 20) -> list[int]:
+        """Cancel the jobs, stop every daemon by the PID in its pid file and wait until gone.
+
+        Returns the PIDs that were stopped. A daemon still alive after
+        ``timeout`` s of SIGTERM gets SIGKILL. Safe to call when nothing runs.
+        """
+        if self._pid("slurmctld") is not None:
+            self._cancel_jobs()
+        stopped = []
+        # Reverse start order: slurmd first, munged (which the others need) last.
+        for name in reversed(list(self.daemons())):
+            pid = self._pid(name)
+            if pid is None:
+                continue
+            exe = self.daemons()[name]["exe"]
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while _pid_alive(pid, exe) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _pid_alive(pid, exe):
+                os.kill(pid, signal.SIGKILL)
+                while _pid_alive(pid, exe):
+                    time.sleep(0.05)
+            stopped.append(pid)
+        return stopped
+
+    def _cancel_jobs(self) -> None:
+        """Cancel every job, and give the steps a moment to end, so no slurmstepd outlives slurmd."""
+        env = {**os.environ, **self.client_env()}
+        try:
+            jobs = subprocess.run(["squeue", "-h", "-o", "%i", "-t", "PD,R,CG,S"], capture_output=True,
+                                  text=True, timeout=10, env=env).stdout.split()
+            if not jobs:
+                return
+            subprocess.run(["scancel", *jobs], capture_output=True, timeout=10, env=env)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and subprocess.run(
+                    ["squeue", "-h", "-o", "%i", "-t", "PD,R,CG,S"], capture_output=True, text=True,
+                    timeout=10, env=env).stdout.strip():
+                time.sleep(0.2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # the daemons are stopped anyway

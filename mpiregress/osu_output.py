@@ -1,0 +1,131 @@
+"""Parse what an OSU Micro-Benchmarks 7.2 binary printed, and recognise how a run failed.
+
+OSU exits 0 on some errors (an unparsable ``-m`` prints the header and no data
+row), so "no data row" is a failure here, never an empty success. The launcher's
+own words for a dead rank (mpirun, srun) are recognised so that signal 4 reads
+as an illegal instruction, not as a slow run.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+_HEADER = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(?P<title>.+?)\s+v(?P<version>\d+(?:\.\d+)*)\s*$")
+_COLUMNS = re.compile(r"^#\s*Size\s+(?P<columns>.+)$")
+_ROW = re.compile(r"^(?P<size>\d+)\s+(?P<rest>\S.*)$")
+_COLUMN_SPLIT = re.compile(r"\s{2,}|(?<=\))\s+(?=[A-Z])")
+
+# How launchers say that a rank died of a signal (mpirun/ORTE, srun, a shell).
+_SIGNAL_PATTERNS = (
+    re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) exited on signal (?P<sig>\d+) \((?P<name>[^)]*)\)"),
+    re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,\-]+): (?P<name>[A-Z][\w ]*?)(?: \(core dumped\))?$", re.M),
+)
+_NEEDS_TWO = "This test requires exactly two processes"
+
+
+class OsuOutputError(ValueError):
+    """The output holds no usable measurement; the message says why in one sentence."""
+
+
+@dataclass
+class OsuOutput:
+    """The parsed output of one OSU benchmark run."""
+
+    title: str                       # e.g. "Latency Test"
+    version: str                     # e.g. "7.2"
+    columns: list[str]               # e.g. ["Latency (us)"] or ["Avg Latency(us)", "Min Latency(us)", ...]
+    rows: dict[int, list[str]] = field(default_factory=dict)  # size -> raw column values
+    preamble: list[str] = field(default_factory=list)         # header lines other than title/columns
+
+    def value(self, size: int, column: int = 0) -> float:
+        """The value of ``column`` at message size ``size`` (first column by default)."""
+        if size not in self.rows:
+            sizes = ", ".join(str(s) for s in self.rows) or "none"
+            raise OsuOutputError(f"OSU output has no row for message size {size} (sizes present: {sizes})")
+        return float(self.rows[size][column])
+
+    def series(self, column: int = 0) -> dict[int, float]:
+        """All (size, value) pairs of one column: a sweep, for plots."""
+        return {size: float(values[column]) for size, values in self.rows.items()}
+
+
+def parse(text: str) -> OsuOutput:
+    """Parse OSU 7.2 output; raise OsuOutputError when there is no header or no data row."""
+    title = version = None
+    columns: list[str] = []
+    rows: dict[int, list[str]] = {}
+    preamble: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        header = _HEADER.match(stripped)
+        if header:
+            title, version = header.group("title"), header.group("version")
+            continue
+        cols = _COLUMNS.match(stripped)
+        if cols:
+            columns = [c.strip() for c in _COLUMN_SPLIT.split(cols.group("columns").strip()) if c.strip()]
+            continue
+        if stripped.startswith("#"):
+            preamble.append(stripped.lstrip("# ").strip())
+            continue
+        row = _ROW.match(stripped)
+        if row and title is not None:
+            values = row.group("rest").split()
+            try:
+                float(values[0])
+            except ValueError:
+                continue
+            rows[int(row.group("size"))] = values
+    if title is None:
+        reason = failure_reason(text)
+        raise OsuOutputError(reason or "no OSU benchmark header found in the output (did the binary start?)")
+    if not rows:
+        raise OsuOutputError(
+            f"OSU {title} v{version} printed its header but no data row "
+            "(OSU exits 0 on bad options such as an unparsable -m, so this is a failure)")
+    if "Validation" in columns:
+        index = columns.index("Validation")
+        failed = [size for size, values in rows.items() if len(values) > index and values[index] != "Pass"]
+        if failed:
+            raise OsuOutputError(f"OSU {title} data validation failed at message size(s) {', '.join(map(str, failed))}")
+    return OsuOutput(title=title, version=version, columns=columns, rows=rows, preamble=preamble)
+
+
+@dataclass
+class RankDeath:
+    """A rank killed by a signal, as the launcher reported it."""
+
+    rank: str
+    node: str
+    signal: Optional[int]
+    name: str
+
+    @property
+    def illegal_instruction(self) -> bool:
+        return self.signal == 4 or "illegal instruction" in self.name.lower()
+
+
+def rank_deaths(text: str) -> list[RankDeath]:
+    """Every rank death the launcher reported in ``text`` (mpirun or srun wording)."""
+    deaths = []
+    for pattern in _SIGNAL_PATTERNS:
+        for m in pattern.finditer(text):
+            sig = m.groupdict().get("sig")
+            deaths.append(RankDeath(rank=m.group("rank"), node=m.group("node"),
+                                    signal=int(sig) if sig else None, name=m.group("name").strip()))
+    return deaths
+
+
+def failure_reason(text: str) -> Optional[str]:
+    """One sentence for a launcher-reported failure in ``text``, or None when there is none."""
+    for death in rank_deaths(text):
+        if death.illegal_instruction:
+            return (f"rank {death.rank} on {death.node} died of an illegal instruction (SIGILL, signal 4): "
+                    "the binary uses instructions this node's CPU does not have")
+        return f"rank {death.rank} on {death.node} died: {death.name}"
+    if _NEEDS_TWO in text:
+        return "the benchmark needs exactly two MPI processes and was started with another number"
+    return None

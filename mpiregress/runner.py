@@ -1,0 +1,234 @@
+"""``mpiregress run``: prepare the system, run the ReFrame checks, judge the results.
+
+The same function runs on a laptop's one-host Slurm, in CI and on Iris/Aion;
+only the system name and the environment differ.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
+from .builds import BuildOptions
+from .errors import InfrastructureError, InputError, MpiRegressError
+from .names import METHODS
+
+SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
+CHECKS = [paths.checks_dir() / "osu_pt2pt.py"]
+DRYRUN_MODULES = paths.REPO_ROOT / "ci" / "dryrun-modules"
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+
+@dataclass
+class RunOptions:
+    """Everything one run needs, resolved by the command line."""
+
+    system: str
+    report_dir: Path
+    partition: Optional[str] = None
+    methods: Optional[list[str]] = None          # None: every method, skipped where absent
+    dry_run: bool = False
+    repeat: int = 1
+    manifest_dir: Path = field(default_factory=paths.manifest_dir)
+    baselines_dir: Path = field(default_factory=paths.baselines_dir)
+    toolchain_file: Path = field(default_factory=toolchain.default_path)
+    allow_missing_baselines: bool = False
+    build_missing: bool = True                    # local: build OSU from source when no usable build exists
+    source_mirror: Optional[Path] = None
+    sha256_override: Optional[str] = None
+    commit: str = ""
+    pipeline: str = ""
+
+
+def _log(message: str) -> None:
+    print(f"mpiregress: {message}", flush=True)
+
+
+def _reframe() -> str:
+    here = Path(sys.executable).parent / "reframe"
+    found = str(here) if here.exists() else shutil.which("reframe")
+    if not found:
+        raise InfrastructureError("ReFrame is not installed in this environment: run ci/setup.sh")
+    return found
+
+
+def _commit() -> str:
+    if os.environ.get("CI_COMMIT_SHA"):
+        return os.environ["CI_COMMIT_SHA"]
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _detect_local_topology(topology_dir: Path, env: dict[str, str]) -> None:
+    """Write the host's topology where ReFrame looks for the local partition's."""
+    target = topology_dir / "local-batch" / "processor.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([_reframe(), f"--detect-host-topology={target}"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 or not target.exists():
+        raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
+
+
+def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain) -> None:
+    """Reuse a usable source build for this host, or build one (real OSU path)."""
+    host = microarch.host_target()
+    usable = [m for m in manifest.find(opts.manifest_dir, "source") if microarch.can_run(m.target, host)]
+    if usable:
+        _log(f"reusing source build {usable[0].path} (target {usable[0].target})")
+        return
+    from .builds import source
+
+    _log(f"no source build for {host} in {opts.manifest_dir}: building OSU {tc.osu['version']}")
+    built = source.build(BuildOptions(
+        method="source", toolchain_file=opts.toolchain_file, target=host,
+        manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
+        system="local", partition="batch", source_mirror=opts.source_mirror,
+        sha256_override=opts.sha256_override))
+    _log(f"built {built.path}")
+
+
+def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> Path:
+    """For --dry-run: real manifests plus clearly marked planned ones, so every job script can be written."""
+    planned = opts.report_dir / "planned-manifests"
+    planned.mkdir(parents=True, exist_ok=True)
+    for existing in manifest.find_all(opts.manifest_dir):
+        shutil.copy(existing.path, planned / Path(existing.path).name)
+    targets = ([p.target for p in tc.partitions() if p.system == opts.system]
+               if opts.system != "local" else [microarch.host_target()])
+    for method in methods:
+        for target in targets:
+            if (planned / f"{method}-{target}.json").exists():
+                continue
+            prefix = f"/planned/{method}/{target}"
+            manifest.write(manifest.Manifest(
+                method=method, toolchain=tc.name, osu_version=tc.osu["version"], target=target,
+                prefix=prefix, bin_dir=f"{prefix}/libexec/osu-micro-benchmarks/mpi",
+                extra={"planned": True},
+                notes=["planned by --dry-run: not built; only used to write job scripts"]), planned)
+    return planned
+
+
+def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "MPIREGRESS_MANIFEST_DIR": str(manifest_dir),
+        "MPIREGRESS_BASELINES_DIR": str(opts.baselines_dir),
+        "MPIREGRESS_TOPOLOGY_DIR": str(topology_dir),
+        "MPIREGRESS_CHECKS_DIR": str(paths.checks_dir()),
+        "MPIREGRESS_PERFLOG_DIR": str(opts.report_dir / "perflogs"),
+        "MPIREGRESS_REFRAME_LOG": str(opts.report_dir / "reframe.log"),
+        # The check file imports mpiregress from this checkout, whatever the caller's cwd.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.REPO_ROOT), env.get("PYTHONPATH")])),
+    })
+    if opts.dry_run:
+        env["MODULEPATH"] = os.pathsep.join(filter(None, [env.get("MODULEPATH"), str(DRYRUN_MODULES)]))
+    return env
+
+
+def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) -> list[str]:
+    system = f"{opts.system}:{opts.partition}" if opts.partition else opts.system
+    cmd = [_reframe(), "-C", str(SITE_CONFIG), "--system", system,
+           "--prefix", str(opts.report_dir / "reframe"),
+           "--report-file", str(opts.report_dir / "reframe-report.json"),
+           "--report-junit", str(opts.report_dir / "junit.xml"),
+           "-t", f"^({'|'.join(methods)})$", "--dry-run" if opts.dry_run else "-r"]
+    for check in CHECKS:
+        cmd += ["-c", str(check)]
+    if opts.repeat > 1:
+        cmd += ["--repeat", str(opts.repeat)]
+    if opts.system != "local" and not env.get("LMOD_CMD") and LMOD_INIT.exists():
+        # The clusters' programming environments load modules; a login shell has Lmod
+        # ready, a bare CI shell may not.
+        return ["bash", "-c", f"source {LMOD_INIT} && exec {shlex.join(cmd)}"]
+    return cmd
+
+
+def _check_reachable(env: dict[str, str]) -> None:
+    from .local_cluster import slurm_reachable
+
+    ok, message = slurm_reachable(env)
+    if not ok:
+        raise InfrastructureError(message)
+
+
+def run(opts: RunOptions) -> int:
+    """Run the checks for ``opts.system`` and return the exit code of the verdict."""
+    methods = opts.methods or list(METHODS)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise InputError(f"unknown build method(s) {', '.join(unknown)} (known: {', '.join(METHODS)})")
+    opts.report_dir.mkdir(parents=True, exist_ok=True)
+    tc = toolchain.load(opts.toolchain_file)
+    refs = baselines.for_system(opts.system, opts.baselines_dir)
+    if refs.toolchain != tc.name:
+        raise InputError(f"baselines file {refs.path}: toolchain: is {refs.toolchain!r} but the run uses "
+                         f"toolchain {tc.name!r} ({tc.path})")
+    topology_dir = paths.checks_dir() / "topology"
+    manifest_dir = opts.manifest_dir
+    env = _environment(opts, topology_dir, manifest_dir)
+    if opts.system == "local":
+        _detect_local_topology(topology_dir, env)
+        if not opts.dry_run:
+            from .local_cluster import LocalCluster
+
+            cluster = LocalCluster()
+            cluster.start()
+            env.update(cluster.client_env())
+            _log(f"local Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
+            if "source" in methods and opts.build_missing:
+                _ensure_local_build(opts, tc)
+    if opts.dry_run:
+        manifest_dir = _planned_manifests(opts, tc, methods)
+        env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)
+    else:
+        _check_reachable(env)
+    report = opts.report_dir / "reframe-report.json"
+    if report.exists():
+        report.unlink()
+    cmd = _reframe_command(opts, methods, env)
+    _log("running " + shlex.join(cmd))
+    with open(opts.report_dir / "reframe.out", "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=paths.REPO_ROOT)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            out.write(line)
+        proc.wait()
+    if not report.exists():
+        raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
+                              f"see {opts.report_dir / 'reframe.out'}")
+    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline))
+    if opts.dry_run:
+        return _dry_run_verdict(found, opts)
+    summary.apply_baselines(found, refs, opts.allow_missing_baselines)
+    problems = summary.require_methods(found, opts.methods or [])
+    (opts.report_dir / "results.json").write_text(results.dump(found))
+    title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
+    (opts.report_dir / "summary.md").write_text(summary.markdown(found, title, problems))
+    print()
+    print(summary.text_table(found))
+    for problem in problems:
+        print(f"mpiregress run: error: {problem}", file=sys.stderr)
+    code = summary.exit_code(found, problems)
+    _log(f"reports in {opts.report_dir} (reframe-report.json, junit.xml, results.json, summary.md); exit {code}")
+    return code
+
+
+def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
+    scripts = sorted((opts.report_dir / "reframe" / "stage").rglob("rfm_job.sh"))
+    errors = [r for r in found if r.status == "error"]
+    _log(f"dry run: {len(scripts)} job script(s) written under {opts.report_dir / 'reframe' / 'stage'}, "
+         f"{sum(r.status == 'skip' for r in found)} skipped, {len(errors)} error(s)")
+    for r in errors:
+        print(f"mpiregress run: error: {r.partition} {r.method} {r.placement} {r.metric}: {r.reason}", file=sys.stderr)
+    return 2 if errors else (0 if scripts else 4)

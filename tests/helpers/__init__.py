@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules (not fixtures: plain functions)."""

@@ -1,0 +1,214 @@
+/*
+ * Shared pieces of the OSU test double. Written from scratch for mpiregress'
+ * tests: it reproduces the command-line contract and output format of the
+ * OSU 7.2 point-to-point benchmarks, not their code.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "osu_double_util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A non-negative decimal number filling all of [start, end); -1 otherwise. */
+static long parse_count(const char *start, const char *end)
+{
+    char buf[32];
+    size_t len = (size_t)(end - start);
+    char *stop = NULL;
+    long value;
+
+    if (len == 0 || len >= sizeof(buf)) {
+        return -1;
+    }
+    memcpy(buf, start, len);
+    buf[len] = '\0';
+    if (buf[0] < '0' || buf[0] > '9') {
+        return -1;
+    }
+    errno = 0;
+    value = strtol(buf, &stop, 10);
+    if (errno != 0 || *stop != '\0') {
+        return -1;
+    }
+    return value;
+}
+
+/* "-m [MIN:]MAX", "MIN:" or ":MAX"; returns 0 when the text is not a size range. */
+static int parse_sizes(const char *text, struct osu_double_options *opts)
+{
+    const char *colon = strchr(text, ':');
+    const char *end = text + strlen(text);
+    long min = OSU_DOUBLE_DEFAULT_MIN, max = OSU_DOUBLE_DEFAULT_MAX;
+
+    if (colon == NULL) {
+        max = parse_count(text, end);
+        if (max < 0) {
+            return 0;
+        }
+    } else {
+        if (colon > text) {
+            min = parse_count(text, colon);
+            if (min < 0) {
+                return 0;
+            }
+        }
+        if (colon + 1 < end) {
+            max = parse_count(colon + 1, end);
+            if (max < 0) {
+                return 0;
+            }
+        }
+    }
+    opts->min_size = min;
+    opts->max_size = max;
+    return 1;
+}
+
+static int parse_number(const char *name, const char *text, long minimum, long *out,
+                        char *err_msg, size_t err_len)
+{
+    long value = parse_count(text, text + strlen(text));
+
+    if (value < minimum) {
+        snprintf(err_msg, err_len, "Invalid %s: '%s' (expected an integer >= %ld)",
+                 name, text, minimum);
+        return 0;
+    }
+    *out = value;
+    return 1;
+}
+
+int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
+                     char *err_msg, size_t err_len)
+{
+    static const struct option long_options[] = {
+        {"message-size", required_argument, NULL, 'm'},
+        {"iterations", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'x'},
+        {"window-size", required_argument, NULL, 'W'},
+        {"buffer-num", required_argument, NULL, 'b'},
+        {"mem-limit", required_argument, NULL, 'M'},
+        {"validation", no_argument, NULL, 'c'},
+        {"validation-warmup", required_argument, NULL, 'u'},
+        {"graph", required_argument, NULL, 'G'},
+        {"ddt", required_argument, NULL, 'D'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
+    long value;
+    int c;
+
+    opts->min_size = OSU_DOUBLE_DEFAULT_MIN;
+    opts->max_size = OSU_DOUBLE_DEFAULT_MAX;
+    opts->sizes_valid = 1;
+    opts->iterations = 1000;
+    opts->iterations_large = 100;
+    opts->warmup = 200;
+    opts->warmup_large = 10;
+    opts->window = 64;
+
+    opterr = 0;   /* options the double does not model are ignored silently */
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":b:m:M:i:x:W:cu:G:D:hv", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            /* Real OSU 7.2 prints the header and no data row for a size it
+             * cannot parse, and exits 0; the pipeline must catch that. */
+            if (!parse_sizes(optarg, opts)) {
+                opts->sizes_valid = 0;
+            }
+            break;
+        case 'i':
+            if (!parse_number("number of iterations", optarg, 1, &value, err_msg, err_len)) {
+                return OSU_DOUBLE_BAD_USAGE;
+            }
+            opts->iterations = opts->iterations_large = value;
+            break;
+        case 'x':
+            if (!parse_number("number of warmup iterations", optarg, 0, &value, err_msg, err_len)) {
+                return OSU_DOUBLE_BAD_USAGE;
+            }
+            opts->warmup = opts->warmup_large = value;
+            break;
+        case 'W':
+            if (!parse_number("window size", optarg, 1, &value, err_msg, err_len)) {
+                return OSU_DOUBLE_BAD_USAGE;
+            }
+            opts->window = (int)value;
+            break;
+        case 'h':
+            return OSU_DOUBLE_HELP;
+        case 'v':
+            return OSU_DOUBLE_VERSION_INFO;
+        case ':':
+            snprintf(err_msg, err_len, "Option -%c needs an argument", optopt);
+            return OSU_DOUBLE_BAD_USAGE;
+        default:
+            break;   /* -b, -M, -c, -u, -G, -D and unknown options: ignored */
+        }
+    }
+    return OSU_DOUBLE_RUN;
+}
+
+void osu_double_maybe_trap(int rank)
+{
+    const char *hook = getenv("OSU_DOUBLE_ILLEGAL_INSTRUCTION");
+
+    if (rank == 1 && hook != NULL && strcmp(hook, "1") == 0) {
+        /* A real SIGILL (ud2 on x86), as a binary built for a newer CPU gets. */
+        __builtin_trap();
+    }
+}
+
+char *osu_double_buffer(size_t size, char fill)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *buf = NULL;
+
+    if (page <= 0) {
+        page = 4096;
+    }
+    if (posix_memalign(&buf, (size_t)page, size > 0 ? size : 1) != 0) {
+        return NULL;
+    }
+    memset(buf, fill, size > 0 ? size : 1);
+    return buf;
+}
+
+long osu_double_next_size(long size)
+{
+    return size > 0 ? size * 2 : 1;
+}
+
+void osu_double_print_header(const char *title, const char *column)
+{
+    printf("# OSU MPI %s Test v%s\n", title, OSU_DOUBLE_VERSION);
+    printf("%-10s%18s\n", "# Size", column);
+    printf("# Datatype: MPI_CHAR.\n");
+    fflush(stdout);
+}
+
+void osu_double_print_row(long size, double value)
+{
+    printf("%-10ld%18.2f\n", size, value);
+    fflush(stdout);
+}
+
+void osu_double_print_usage(const char *program, int with_window)
+{
+    printf("Usage: %s [options]\n", program);
+    printf("Options (OSU test double; other OSU options are accepted and ignored):\n");
+    printf("  -m, --message-size [MIN:]MAX  message sizes from MIN to MAX bytes\n");
+    printf("  -i, --iterations ITER         measured iterations per size\n");
+    printf("  -x, --warmup ITER             warm-up iterations per size\n");
+    if (with_window) {
+        printf("  -W, --window-size SIZE        messages in flight before an ack (default 64)\n");
+    }
+    printf("  -h, --help                    print this help\n");
+    printf("  -v, --version                 print version info\n");
+}
