@@ -127,7 +127,7 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
         self.prerun_cmds = list(self.build.env.get('setup', [])) + [
             'read -r MPIREGRESS_NODE0 MPIREGRESS_NODE1 <<< '
             '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd" ")"',
-            f'mpiregress_targets=$(srun -N{nodes} --ntasks-per-node=1 --mpi=none '
+            f'mpiregress_targets=$(srun -N{nodes} -n{nodes} --ntasks-per-node=1 --mpi=none '
             f'{python} -m mpiregress node-target)',
             'echo "$mpiregress_targets"',
             f'{python} -m mpiregress guard --build-target {self.build.target} '
@@ -140,12 +140,12 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
         return open(path).read() if os.path.exists(path) else ''
 
     def node_targets(self):
-        return sorted({line.split()[2] for line in self._read(self.stdout).splitlines()
+        return sorted({line.split()[2] for line in self._read(self.job.stdout).splitlines()
                        if line.startswith('mpiregress-node-target ')})
 
     @sanity_function
     def assert_measured(self):
-        out, err = self._read(self.stdout), self._read(self.stderr)
+        out, err = self._read(self.job.stdout), self._read(self.job.stderr)
         for line in err.splitlines():
             if line.startswith('refusing to run:'):
                 raise SanityError(line)
@@ -166,7 +166,7 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
 
     def measured_value(self):
         spec = METRICS[self.metric]
-        return osu_output.parse(self._read(self.stdout)).value(spec.message_size)
+        return osu_output.parse(self._read(self.job.stdout)).value(spec.message_size)
 
     @run_before('performance')
     def set_perf_variables(self):

@@ -17,7 +17,7 @@ from typing import Optional
 from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
 from .builds import BuildOptions
 from .errors import InfrastructureError, InputError, MpiRegressError
-from .names import METHODS
+from .names import METHODS, METRICS, PLACEMENTS
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 CHECKS = [paths.checks_dir() / "osu_pt2pt.py"]
@@ -33,6 +33,9 @@ class RunOptions:
     report_dir: Path
     partition: Optional[str] = None
     methods: Optional[list[str]] = None          # None: every method, skipped where absent
+    metrics: Optional[list[str]] = None          # None: latency and bandwidth
+    placements: Optional[list[str]] = None       # None: all four (unavailable ones are skipped)
+    iterations: Optional[int] = None             # None: the check's default (1000)
     dry_run: bool = False
     repeat: int = 1
     manifest_dir: Path = field(default_factory=paths.manifest_dir)
@@ -141,6 +144,11 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
            "--report-file", str(opts.report_dir / "reframe-report.json"),
            "--report-junit", str(opts.report_dir / "junit.xml"),
            "-t", f"^({'|'.join(methods)})$", "--dry-run" if opts.dry_run else "-r"]
+    for chosen in (opts.metrics, opts.placements):
+        if chosen:
+            cmd += ["-t", f"^({'|'.join(chosen)})$"]
+    if opts.iterations:
+        cmd += ["-S", f"iterations={opts.iterations}"]
     for check in CHECKS:
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
@@ -163,9 +171,11 @@ def _check_reachable(env: dict[str, str]) -> None:
 def run(opts: RunOptions) -> int:
     """Run the checks for ``opts.system`` and return the exit code of the verdict."""
     methods = opts.methods or list(METHODS)
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise InputError(f"unknown build method(s) {', '.join(unknown)} (known: {', '.join(METHODS)})")
+    for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
+                                ("placement", opts.placements or [], PLACEMENTS)):
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            raise InputError(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
     opts.report_dir.mkdir(parents=True, exist_ok=True)
     tc = toolchain.load(opts.toolchain_file)
     refs = baselines.for_system(opts.system, opts.baselines_dir)

@@ -16,6 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", help="one partition only (default: all of the system's)")
     p.add_argument("--methods", help="comma-separated build methods; named methods must produce a result "
                                       "(default: every method, skipped where it has no build)")
+    p.add_argument("--metrics", help="comma-separated metrics (default: latency,bandwidth)")
+    p.add_argument("--placements", help="comma-separated placements (default: all four)")
+    p.add_argument("--iterations", type=int, help="measured iterations per check (default: 1000)")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: reports/<system>)")
     p.add_argument("--dry-run", action="store_true", help="write the job scripts, submit nothing")
     p.add_argument("--repeat", type=int, default=1, help="measure each check k times (median judged)")
@@ -31,11 +34,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _list(value):
+    return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
 def run(args: argparse.Namespace) -> int:
     mirror = args.source_mirror or (Path(os.environ["OSU_SOURCE_MIRROR"]) if os.environ.get("OSU_SOURCE_MIRROR") else None)
     opts = RunOptions(
         system=args.system, partition=args.partition,
-        methods=[m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None,
+        methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),
+        iterations=args.iterations,
         report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
         dry_run=args.dry_run, repeat=max(1, args.repeat),
         manifest_dir=(args.manifest_dir or paths.manifest_dir()).resolve(),

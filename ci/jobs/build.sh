@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Build job: one method for one system/partition; writes var/manifests/<method>-<target>.json.
+#   MPIREGRESS_METHOD, MPIREGRESS_SYSTEM, MPIREGRESS_PARTITION come from .gitlab-ci.yml.
+#   OSU_SOURCE_MIRROR / OSU_SHA256 (CI variables) are read by `mpiregress build` itself.
+# Exit codes are mpiregress's: 4 = method not available on this machine (Spack, EESSI),
+# which the pipeline shows as an allowed failure, never as a pass.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+: "${MPIREGRESS_METHOD:?}" "${MPIREGRESS_SYSTEM:?}" "${MPIREGRESS_PARTITION:?}"
+
+if [ "$MPIREGRESS_SYSTEM" = local ]; then
+    # The local system has no toolchain partition: build for this host's archspec target.
+    target_args=()
+else
+    target_args=(--system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION")
+fi
+jobs=${MPIREGRESS_BUILD_JOBS:-${SLURM_CPUS_PER_TASK:-2}}
+mpiregress build --method "$MPIREGRESS_METHOD" "${target_args[@]}" --jobs "$jobs"

@@ -1,0 +1,29 @@
+"""``mpiregress lint``: fail when a build definition disagrees with the toolchain file."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import lint as lint_mod
+from ..errors import ERROR, OK
+from ..paths import REPO_ROOT
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "lint",
+        help="check spack-envs/, easyconfigs/, module names, ReFrame environments and baselines "
+             "against the toolchain file (exit 2 on any disagreement)",
+    )
+    p.add_argument("--toolchain", type=Path, default=None,
+                   help="toolchain file (default: <root>/toolchains/2023b.yaml)")
+    p.add_argument("--root", type=Path, default=REPO_ROOT,
+                   help="repository root holding spack-envs/, easyconfigs/, checks/, baselines/ (default: this checkout)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = lint_mod.lint(args.root, args.toolchain)
+    for line in lint_mod.summary(report):
+        print(line)
+    return OK if report.ok else ERROR

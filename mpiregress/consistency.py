@@ -1,0 +1,153 @@
+"""Cross-method consistency: builds of one toolchain should perform alike.
+
+All four build methods compile the same OSU 7.2 with the same GCC and OpenMPI
+(toolchains/), so on the same system, partition, placement and metric their values
+should agree within run-to-run noise. A method behind the best method by more than
+that noise points at the build or its runtime environment (a different MPI
+component, a binding the module sets), whatever a per-method baseline says. This is
+how the May 2025 study's worst case shows without any baseline: Iris same-NUMA
+bandwidth, EESSI 4926 and source 4911 MB/s vs EasyBuild 17483 MB/s.
+
+Two checks:
+* :func:`check`: the measured values of one run, method against best method;
+* :func:`baseline_gaps`: the baselines' bands against what the best method achieves:
+  a band that admits values far below what another build reaches on the same
+  placement cannot catch a regression of that build ("far too lenient", seed 000
+  §3.3), and a band that no build meets is stale.
+
+The threshold is ``max(z x sqrt(2) x noise, min_gap)``: the difference of two
+values each with relative noise ``noise`` has sqrt(2) times that noise. ``noise``
+is the series' run-to-run noise from the history when there is one (gate.series_noise),
+else a default per metric (DEFAULT_NOISE, deliberately generous: 5 %).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Sequence
+
+from .baselines import Baselines
+from .history import SeriesKey
+from .names import METRICS
+from .results import Result
+
+GroupKey = tuple[str, str, str, str]   # system, partition, placement, metric
+
+DEFAULT_NOISE: dict[str, float] = {"latency": 0.05, "bandwidth": 0.05}
+Z = 3.0
+MIN_GAP = 0.10   # below this two builds are "the same" whatever the noise says
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A method (or a baseline band) behind the best method of its group."""
+
+    kind: str                 # behind (measured) | lenient (baseline band) | strict (baseline nobody meets)
+    system: str
+    partition: str
+    placement: str
+    metric: str
+    method: str
+    value: float              # the method's value, or the band's limit for baseline findings
+    best_method: str
+    best_value: float
+    gap: float                # relative shortfall vs the best, positive = worse
+    threshold: float
+    unit: str
+    reference: Optional[float] = None
+
+    def sentence(self) -> str:
+        where = f"{self.system}/{self.partition} {self.placement} {self.metric}"
+        if self.kind == "behind":
+            return (f"{where}: {self.method} {self.value:.4g} {self.unit} is {self.gap:.0%} behind "
+                    f"{self.best_method} {self.best_value:.4g} {self.unit} (noise allows {self.threshold:.0%})")
+        if self.kind == "lenient":
+            return (f"{where}: the {self.method} baseline ({self.reference:.4g} {self.unit}) admits values down to "
+                    f"{self.value:.4g} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
+                    f"({self.best_value:.4g} {self.unit}): too lenient to catch a regression of {self.method}")
+        return (f"{where}: the {self.method} baseline band ends at {self.value:.4g} {self.unit} but even the best "
+                f"build, {self.best_method}, measures {self.best_value:.4g} {self.unit}: the baseline is stale or "
+                f"unrealistic, not every build broken")
+
+
+def _shortfall(metric: str, value: float, best: float) -> float:
+    """How much worse ``value`` is than ``best``, relative to ``best`` (positive = worse)."""
+    if METRICS[metric].higher_is_better:
+        return (best - value) / best
+    return (value - best) / best
+
+
+def _best(metric: str, values: Mapping[str, float]) -> tuple[str, float]:
+    chooser = max if METRICS[metric].higher_is_better else min
+    method = chooser(values, key=values.__getitem__)
+    return method, values[method]
+
+
+def method_values(results: Iterable[Result]) -> dict[GroupKey, dict[str, float]]:
+    """Median measured value per method, grouped by (system, partition, placement, metric)."""
+    samples: dict[GroupKey, dict[str, list[float]]] = {}
+    for r in results:
+        if r.status not in ("pass", "fail") or r.message_size != METRICS[r.metric].message_size:
+            continue
+        values = r.samples or ([r.value] if r.value is not None else [])
+        if values:
+            group = (r.system, r.partition, r.placement, r.metric)
+            samples.setdefault(group, {}).setdefault(r.method, []).extend(float(v) for v in values)
+    return {g: {m: statistics.median(v) for m, v in by_method.items()} for g, by_method in samples.items()}
+
+
+def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey, float], z: float,
+               min_gap: float) -> float:
+    system, partition, placement, metric = group
+    known = [noise[(system, partition, m, placement, metric)] for m in methods
+             if noise.get((system, partition, m, placement, metric)) is not None]
+    level = max(known) if known else DEFAULT_NOISE[metric]
+    return max(z * math.sqrt(2) * level, min_gap)
+
+
+def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mapping[SeriesKey, float]] = None,
+          z: float = Z, min_gap: float = MIN_GAP) -> list[Finding]:
+    """Every method behind the best method of its group by more than the noise, worst first."""
+    noise = noise or {}
+    findings = []
+    for group, by_method in sorted(values.items()):
+        if len(by_method) < 2:
+            continue
+        system, partition, placement, metric = group
+        best_method, best_value = _best(metric, by_method)
+        for method, value in sorted(by_method.items()):
+            if method == best_method:
+                continue
+            gap = _shortfall(metric, value, best_value)
+            threshold = _threshold(group, (method, best_method), noise, z, min_gap)
+            if gap > threshold:
+                findings.append(Finding("behind", system, partition, placement, metric, method, value, best_method,
+                                        best_value, gap, threshold, METRICS[metric].unit))
+    return sorted(findings, key=lambda f: -f.gap)
+
+
+def baseline_gaps(baselines: Iterable[Baselines], values: Mapping[GroupKey, Mapping[str, float]],
+                  noise: Optional[Mapping[SeriesKey, float]] = None, z: float = Z,
+                  min_gap: float = MIN_GAP) -> list[Finding]:
+    """Baseline bands that admit far worse than the best build achieves, or that no build meets."""
+    noise = noise or {}
+    findings = []
+    for book in baselines:
+        for (partition, method, placement, metric), ref in sorted(book.references.items()):
+            group = (book.system, partition, placement, metric)
+            measured = values.get(group)
+            if not measured:
+                continue
+            best_method, best_value = _best(metric, measured)
+            limit = ref.limit()
+            gap = _shortfall(metric, limit, best_value)
+            threshold = _threshold(group, (method, best_method), noise, z, min_gap)
+            if gap > threshold:
+                findings.append(Finding("lenient", book.system, partition, placement, metric, method, limit,
+                                        best_method, best_value, gap, threshold, ref.unit, reference=ref.value))
+            elif all(METRICS[metric].worse(v, limit) for v in measured.values()):
+                findings.append(Finding("strict", book.system, partition, placement, metric, method, limit,
+                                        best_method, best_value, _shortfall(metric, best_value, limit), threshold,
+                                        ref.unit, reference=ref.value))
+    return sorted(findings, key=lambda f: (f.kind, -f.gap))

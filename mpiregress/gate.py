@@ -1,0 +1,278 @@
+"""The MR gate: k new measurements of a series against its recent accepted history.
+
+The statistic (and why)
+-----------------------
+A *series* is (system, partition, method, placement, metric). Its history is the
+last N accepted runs; each run is summarised by the **median of its samples**, so
+one run counts once however many samples it took, and an outlier sample (a
+daemon waking up during osu_latency) cannot move it.
+
+* centre ``h`` = median of the last N (10) run medians: the current level;
+* run-to-run noise ``s`` = 1.4826 x MAD of the *differences* between consecutive
+  run medians / sqrt(2), over a longer window (the last 26 runs, half a year of
+  weekly runs). Differences make it blind to level shifts (an accepted toolchain
+  change does not inflate the noise), MAD makes it blind to a bad week, and the
+  longer window makes the estimate itself steadier: with only 10 runs the MAD is
+  so uncertain that the false-alarm rate doubles (benchmarks/gate_detection.py);
+* new value ``x`` = median of the k new samples;
+* effect ``d`` = (x - h) / h, signed so that positive is *worse* (latency up,
+  bandwidth down);
+* band ``b`` = max(z x (s/h) x sqrt(1 + pi/(2N)), minimum effect of the metric).
+  The sqrt term adds the uncertainty of ``h`` itself (the variance of a median is
+  about pi/2 times that of a mean). z = 3.5 is one-sided: only the hurting side can
+  fail; it is high because one MR that touches the toolchain gates ~80 series at
+  once, and the false alarms of all of them add up. The minimum effect (3 %) keeps a very quiet series from failing on
+  differences nobody would act on.
+
+Why run medians and not a rank test on all samples: the k samples of an MR come
+from one allocation, so they share that run's node pair and its offset; pooling
+them with a Mann-Whitney test treats them as independent and turns a normal
+run-to-run wobble into a "significant" difference. The run, not the sample, is
+the unit of replication. Why not mean/stdev: OSU noise is heavy-tailed and
+one-sided; a single slow run would widen a stdev band for ten weeks.
+
+Verdicts: ``regression`` (d > b), ``improvement`` (d < -b: the good side; the
+history or baseline is stale, not a failure), ``noisy`` (too variable to certify:
+the band is wider than ``max_band``, or the new samples scatter far more than the
+history's runs do; a clear regression still wins), ``error`` (failed check, no or
+too few samples, nothing to compare with), ``skip`` (the check was skipped, e.g. a
+placement the machine cannot offer), ``pass``. Only ``regression`` and ``error``
+gate (exit codes 1 and 2).
+
+Fallback: with fewer than ``min_runs`` accepted runs of the same toolchain, the
+verdict uses the baselines file's band (Reference.limit()) and says so.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+from .baselines import Baselines, Reference
+from .errors import ERROR, OK, REGRESSION
+from .history import History, RunPoint, SeriesKey, series_name
+from .names import METRICS
+from .results import Result
+
+VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
+GATING: frozenset[str] = frozenset({"regression", "error"})
+
+MAD_TO_SIGMA = 1.4826   # MAD x this = standard deviation, for normal data
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's knobs, as data (the CLI exposes them)."""
+
+    last_runs: int = 10            # N: how many accepted runs give the current level (median)
+    noise_runs: int = 26           # how many accepted runs give the run-to-run noise (MAD of differences)
+    min_runs: int = 5              # fewer accepted runs than this: fall back to the baselines file
+    min_samples: int = 3           # k: fewer new samples than this is an error, not a verdict
+    z: float = 3.5                 # one-sided threshold, in robust standard deviations
+    min_effect: Mapping[str, float] = field(default_factory=lambda: {"latency": 0.03, "bandwidth": 0.03})
+    max_band: float = 0.25         # a band wider than this cannot certify a pass: "noisy"
+    noisy_factor: float = 3.0      # new samples scattering this many times more than history runs: "noisy"
+    noisy_floor: float = 0.05      # ... and more than this relative spread at all
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's judgement of one series."""
+
+    key: SeriesKey
+    verdict: str
+    reason: str
+    unit: str = ""
+    toolchain: str = ""
+    value: Optional[float] = None        # median of the new samples
+    samples: int = 0
+    reference: Optional[float] = None    # history median, or baseline value
+    limit: Optional[float] = None        # worst value that still passes
+    band: Optional[float] = None         # relative band used
+    effect: Optional[float] = None       # relative change, positive = worse
+    basis: str = "none"                  # history | baseline | none
+    history_runs: int = 0
+
+    @property
+    def gates(self) -> bool:
+        return self.verdict in GATING
+
+    def name(self) -> str:
+        return series_name(self.key)
+
+
+def robust_spread(values: Sequence[float]) -> float:
+    """1.4826 x median absolute deviation: a standard deviation that ignores outliers."""
+    if len(values) < 2:
+        return 0.0
+    centre = statistics.median(values)
+    return MAD_TO_SIGMA * statistics.median(abs(v - centre) for v in values)
+
+
+def run_noise(medians: Sequence[float]) -> float:
+    """Robust run-to-run standard deviation from consecutive run medians (blind to level shifts)."""
+    if len(medians) < 3:
+        return robust_spread(medians)
+    diffs = [b - a for a, b in zip(medians, medians[1:])]
+    return robust_spread(diffs) / math.sqrt(2)
+
+
+def series_noise(runs: Sequence[RunPoint]) -> Optional[float]:
+    """Relative run-to-run noise of a series, or None with fewer than 2 runs."""
+    if len(runs) < 2:
+        return None
+    medians = [r.median for r in runs]
+    centre = statistics.median(medians)
+    return run_noise(medians) / centre if centre else None
+
+
+def _worse(metric: str, value: float, reference: float) -> float:
+    """Relative change of ``value`` against ``reference``, positive on the hurting side."""
+    change = (value - reference) / reference
+    return -change if METRICS[metric].higher_is_better else change
+
+
+def _at(metric: str, reference: float, effect: float) -> float:
+    """The value that is ``effect`` worse than ``reference``."""
+    return reference * (1 - effect) if METRICS[metric].higher_is_better else reference * (1 + effect)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequence[float]],
+                 config: GateConfig = GateConfig(), baseline: Optional[Reference] = None,
+                 fallback_note: str = "", unit: str = "", toolchain: str = "") -> Verdict:
+    """Judge k ``new`` samples against ``history`` (one sample list per accepted run, oldest first).
+
+    The last ``config.last_runs`` runs give the level, all of ``history`` (pass up to
+    ``config.noise_runs``) the noise.
+
+    Pure function on numbers: the benchmarks and tests call it directly; :func:`judge`
+    feeds it from results and the history store.
+    """
+    metric = key[4]
+    unit = unit or METRICS[metric].unit
+    common = dict(key=key, unit=unit, toolchain=toolchain, samples=len(new), history_runs=len(history))
+    if len(new) < config.min_samples:
+        return Verdict(verdict="error", reason=f"only {len(new)} new sample(s), at least {config.min_samples} "
+                                              f"are needed to judge", **common)
+    x = statistics.median(new)
+    new_spread = robust_spread(new) / x if x else 0.0
+    runs = [list(r) for r in history if r]
+    if len(runs) >= config.min_runs:
+        medians = [statistics.median(r) for r in runs]
+        recent = medians[-config.last_runs:]
+        h = statistics.median(recent)
+        noise = run_noise(medians[-config.noise_runs:]) / h
+        band = max(config.z * noise * math.sqrt(1 + math.pi / (2 * len(recent))), config.min_effect[metric])
+        within = statistics.median(robust_spread(r) / statistics.median(r) for r in runs[-config.last_runs:])
+        basis, reference = "history", h
+        where = f"the median of the last {len(recent)} accepted runs"
+        note = ""
+    elif baseline is not None:
+        band, reference, basis, within = baseline.tolerance, baseline.value, "baseline", 0.0
+        where = f"the baselines file (provenance {baseline.provenance!r})"
+        note = f"{fallback_note or f'history has {len(runs)} accepted run(s), fewer than {config.min_runs}'}, so " \
+               f"judged against the baselines band ({_fmt(baseline.value)} {unit}, tolerance {baseline.tolerance:.0%}); "
+    else:
+        why = fallback_note or f"history has {len(runs)} accepted run(s), fewer than {config.min_runs}"
+        return Verdict(verdict="error", value=x, reason=f"{why}, and there is no baseline for this series: "
+                                                         f"too few samples to judge", **common)
+    effect = _worse(metric, x, reference)
+    limit = _at(metric, reference, band)
+    values = dict(value=x, reference=reference, limit=limit, band=band, effect=effect, basis=basis, **common)
+    summary = (f"{_fmt(x)} {unit} is {abs(effect):.1%} {'worse' if effect > 0 else 'better'} than "
+               f"{_fmt(reference)} {unit}, {where}; band {band:.1%}")
+    best_new = min(_worse(metric, v, reference) for v in new)
+    noisy_new = new_spread > max(config.noisy_factor * within, config.noisy_floor)
+    if effect > band and (not noisy_new or best_new > band):
+        return Verdict(verdict="regression", reason=note + summary, **values)
+    if band > config.max_band and basis == "history":
+        return Verdict(verdict="noisy", reason=note + f"{summary}: runs of this series vary so much "
+                       f"(±{noise:.1%}) that a {band:.0%} band cannot certify a pass", **values)
+    if noisy_new:
+        return Verdict(verdict="noisy", reason=note + f"{summary}; the {len(new)} new samples scatter by "
+                       f"±{new_spread:.1%}, too much to judge", **values)
+    if effect < -band:
+        return Verdict(verdict="improvement", reason=note + f"{summary}: better than the band, so the "
+                       f"{'history' if basis == 'history' else 'baseline'} is stale (not a failure)", **values)
+    return Verdict(verdict="pass", reason=note + summary, **values)
+
+
+def new_samples(results: Sequence[Result]) -> dict[SeriesKey, list[Result]]:
+    """Results of the current run grouped by series, at each metric's own message size."""
+    grouped: dict[SeriesKey, list[Result]] = {}
+    for r in results:
+        if r.message_size == METRICS[r.metric].message_size:
+            grouped.setdefault(r.key(), []).append(r)
+    return grouped
+
+
+def _samples_of(group: Sequence[Result]) -> list[float]:
+    values: list[float] = []
+    for r in group:
+        if r.status in ("pass", "fail"):
+            values.extend(r.samples if r.samples else ([r.value] if r.value is not None else []))
+    return [float(v) for v in values]
+
+
+def judge(results: Sequence[Result], history: Optional[History], baselines: Mapping[str, Optional[Baselines]],
+          config: GateConfig = GateConfig(), exclude_run: Optional[str] = None) -> list[Verdict]:
+    """A verdict for every series of ``results``, against ``history`` and ``baselines`` (by system)."""
+    verdicts = []
+    for key, group in sorted(new_samples(results).items()):
+        system, partition, method, placement, metric = key
+        toolchain = group[0].toolchain
+        common = dict(key=key, unit=group[0].unit or METRICS[metric].unit, toolchain=toolchain)
+        errors = [r for r in group if r.status == "error"]
+        if errors:
+            verdicts.append(Verdict(verdict="error", reason=f"the check failed: {errors[0].reason or 'no reason given'}",
+                                    **common))
+            continue
+        toolchains = {r.toolchain for r in group}
+        if len(toolchains) > 1:
+            verdicts.append(Verdict(verdict="error", reason=f"the results mix toolchains {sorted(toolchains)}",
+                                    **common))
+            continue
+        samples = _samples_of(group)
+        if not samples and all(r.status == "skip" for r in group):
+            verdicts.append(Verdict(verdict="skip", reason=group[0].reason or "skipped", **common))
+            continue
+        runs = history.series_runs(key, toolchain=toolchain, last=max(config.last_runs, config.noise_runs),
+                                   exclude_run=exclude_run) \
+            if history else []
+        note = ""
+        if history and len(runs) < config.min_runs:
+            others = [t for t in history.toolchains(key) if t != toolchain]
+            if others:
+                note = (f"history of this series is toolchain {others[-1]!r}, the results are {toolchain!r} "
+                        f"(not mixed), and has {len(runs)} accepted {toolchain!r} run(s)")
+        elif not history:
+            note = "no history given"
+        baseline = None
+        book = baselines.get(system)
+        if book is not None:
+            if book.toolchain == toolchain:
+                baseline = book.lookup(partition, method, placement, metric)
+            elif note:
+                note += f"; the baselines file is toolchain {book.toolchain!r}"
+        verdicts.append(judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,
+                                     fallback_note=note, **common))
+    return verdicts
+
+
+def exit_code(verdicts: Sequence[Verdict]) -> int:
+    """2 if anything is in error (the run is incomplete), else 1 on a regression, else 0."""
+    if any(v.verdict == "error" for v in verdicts):
+        return ERROR
+    if any(v.verdict == "regression" for v in verdicts):
+        return REGRESSION
+    return OK
+
+
+def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    """How many series got each verdict, in VERDICTS order."""
+    return {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}

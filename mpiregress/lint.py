@@ -1,0 +1,626 @@
+"""Toolchain lint: every build definition must agree with the toolchain file.
+
+``toolchains/<generation>.yaml`` is the single source of truth. This module reads
+the other places that repeat its facts -- the Spack environments, the OSU
+easyconfig, the EESSI and EasyBuild module names, the ReFrame environments and the
+baselines -- and reports each disagreement as ``path:line: message``. Line numbers
+come from PyYAML node marks (``yaml.compose``) for YAML files and from Python's
+``ast`` for the easyconfig, so a finding points at the line to edit.
+
+Everything here is read-only and needs no network, no Spack and no EasyBuild.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+
+from . import toolchain as toolchain_mod
+
+# How Spack's openmpi package spells each MPI feature of the toolchain file
+# (spack-packages: repos/spack_repo/builtin/packages/openmpi/package.py).
+# pmix: openmpi@4: always uses PMIx; ~internal-pmix selects Spack's own pmix package
+# instead of the copy vendored in the OpenMPI tarball.
+SPACK_OPENMPI_FEATURES: dict[str, str] = {
+    "ucx": "fabrics=ucx",
+    "slurm": "schedulers=slurm",
+    "pmix": "~internal-pmix",
+}
+
+OSU_EASYBUILD_NAME = "OSU-Micro-Benchmarks"
+# EasyBuild toolchains that contain gompi (foss = gompi + maths libraries).
+GOMPI_FAMILY = ("gompi", "foss")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement: where it is and what disagrees."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Report:
+    """The result of a lint run: findings, and a description of what was compared."""
+
+    toolchain_path: str
+    findings: list[Finding] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+class _Yaml:
+    """A YAML file's data plus the line of each node, for findings that point at a line."""
+
+    def __init__(self, path: Path):
+        text = path.read_text()
+        self.node = yaml.compose(text)
+        self.data = yaml.safe_load(text)
+
+    def line(self, *keys: Any) -> int:
+        """1-based line of the node at ``keys`` (or of its deepest existing parent)."""
+        node, line = self.node, 1
+        if node is not None:
+            line = node.start_mark.line + 1
+        for key in keys:
+            child = None
+            if isinstance(node, yaml.MappingNode):
+                for knode, vnode in node.value:
+                    if knode.value == key:
+                        child = vnode
+                        break
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+                child = node.value[key]
+            if child is None:
+                break
+            node, line = child, child.start_mark.line + 1
+        return line
+
+
+class _Linter:
+    """Collects findings; one method per kind of file."""
+
+    def __init__(self, root: Path, tc: toolchain_mod.Toolchain):
+        self.root = root
+        self.tc = tc
+        self.tc_yaml = _Yaml(tc.path)
+        self.report = Report(toolchain_path=self._rel(tc.path))
+        ebtc = tc.data.get("easybuild_toolchain") or {}
+        self.eb_tc_name = str(ebtc.get("name", "gompi"))
+        self.eb_tc_version = str(ebtc.get("version", tc.name))
+
+    # -- helpers -------------------------------------------------------------
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return str(Path(path).resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(path)
+
+    def add(self, path: Path, line: int, message: str) -> None:
+        self.report.findings.append(Finding(self._rel(path), line, message))
+
+    def _load_yaml(self, path: Path) -> Optional[_Yaml]:
+        try:
+            return _Yaml(path)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            self.add(path, mark.line + 1 if mark else 1, f"not valid YAML: {getattr(err, 'problem', err)}")
+        except OSError as err:
+            self.add(path, 1, f"cannot be read: {err.strerror}")
+        return None
+
+    @property
+    def compiler_version(self) -> str:
+        return str(self.tc.compiler["version"])
+
+    @property
+    def mpi_version(self) -> str:
+        return str(self.tc.mpi["version"])
+
+    @property
+    def osu_version(self) -> str:
+        return str(self.tc.osu["version"])
+
+    def expected_osu_module(self) -> str:
+        return f"{OSU_EASYBUILD_NAME}/{self.osu_version}-{self.eb_tc_name}-{self.eb_tc_version}"
+
+    # -- module names (EasyBuild naming scheme) ------------------------------
+
+    def module_problem(self, module: str) -> Optional[str]:
+        """Why an EasyBuild-style module name disagrees with the toolchain, or None.
+
+        Modules the toolchain says nothing about (e.g. ``Python/3.11.5``) are not judged.
+        """
+        if "/" not in module:
+            return None
+        name, version = module.split("/", 1)
+        if name in GOMPI_FAMILY:
+            if version != self.eb_tc_version:
+                return f"module {module}: toolchain version {version}, the toolchain file says {self.eb_tc_version}"
+        elif name in ("GCC", "GCCcore"):
+            if version != self.compiler_version:
+                return f"module {module}: GCC {version}, the toolchain file says {self.compiler_version}"
+        elif name == "OpenMPI":
+            mpi, _, rest = version.partition("-")
+            if mpi != self.mpi_version:
+                return f"module {module}: OpenMPI {mpi}, the toolchain file says {self.mpi_version}"
+            gcc = re.fullmatch(r"GCC(?:core)?-(.+)", rest) if rest else None
+            if gcc and gcc.group(1) != self.compiler_version:
+                return f"module {module}: built with GCC {gcc.group(1)}, the toolchain file says {self.compiler_version}"
+        elif name == OSU_EASYBUILD_NAME:
+            match = re.fullmatch(r"([^-]+)-([A-Za-z]+)-(.+)", version)
+            if not match:
+                return (f"module {module}: expected {name}/<version>-<toolchain>-<toolchain version>, "
+                        f"e.g. {self.expected_osu_module()}")
+            osu, tcname, tcversion = match.groups()
+            if osu != self.osu_version:
+                return f"module {module}: OSU {osu}, the toolchain file says {self.osu_version}"
+            if tcname not in GOMPI_FAMILY or tcversion != self.eb_tc_version:
+                return (f"module {module}: built with {tcname}/{tcversion}, the toolchain file says "
+                        f"{self.eb_tc_name}/{self.eb_tc_version}")
+        return None
+
+    # -- the toolchain file itself --------------------------------------------
+
+    def lint_toolchain_file(self) -> None:
+        path = self.tc.path
+        eessi_module = str(self.tc.eessi.get("module", ""))
+        problem = self.module_problem(eessi_module)
+        if problem or not eessi_module.startswith(OSU_EASYBUILD_NAME + "/"):
+            self.add(path, self.tc_yaml.line("eessi", "module"),
+                     f"EESSI {problem or f'module {eessi_module}: expected {self.expected_osu_module()}'}")
+        modules = self.tc.data.get("modules") or {}
+        for group, names in modules.items():
+            for i, module in enumerate(names or []):
+                problem = self.module_problem(str(module))
+                if problem:
+                    self.add(path, self.tc_yaml.line("modules", group, i), problem)
+        self.report.checked.append(f"{self._rel(path)} (EESSI module {eessi_module}, module lists)")
+
+    # -- Spack environments ----------------------------------------------------
+
+    def _partition_for_env(self, env_name: str) -> Optional[toolchain_mod.PartitionSpec]:
+        for spec in self.tc.partitions():
+            if env_name in _env_names(spec):
+                return spec
+        return None
+
+    def lint_spack_envs(self) -> None:
+        env_root = self.root / "spack-envs"
+        files = sorted(env_root.glob("*/spack.yaml")) if env_root.is_dir() else []
+        covered = set()
+        for path in files:
+            part = self._partition_for_env(path.parent.name)
+            if part is None:
+                expected = ", ".join(n for p in self.tc.partitions() for n in _env_names(p))
+                self.add(path, 1, f"Spack environment '{path.parent.name}' matches no partition of the "
+                                  f"toolchain file (expected one of: {expected})")
+                continue
+            covered.add((part.system, part.partition))
+            self._lint_spack_env(path, part)
+        for part in self.tc.partitions():
+            if (part.system, part.partition) not in covered:
+                self.add(self.tc.path, self.tc_yaml.line("partitions", part.system, part.partition),
+                         f"no Spack environment for {part.system}:{part.partition} (target {part.target}): "
+                         f"expected {' or '.join(f'spack-envs/{n}/spack.yaml' for n in _env_names(part))}")
+        names = ", ".join(p.parent.name for p in files) or "none"
+        self.report.checked.append(f"spack-envs/ ({names}: OSU, compiler, MPI variants, targets, ci mapping)")
+
+    def _lint_spack_env(self, path: Path, part: toolchain_mod.PartitionSpec) -> None:
+        doc = self._load_yaml(path)
+        if doc is None:
+            return
+        spack = doc.data.get("spack") if isinstance(doc.data, dict) else None
+        if not isinstance(spack, dict):
+            self.add(path, 1, "no top-level 'spack:' section")
+            return
+        target = part.target
+        where = f"{part.system}:{part.partition}"
+
+        # Root spec: osu-micro-benchmarks@<osu> target=<t> %gcc@<compiler>, target before compiler.
+        specs = spack.get("specs") or []
+        index = next((i for i, s in enumerate(specs) if isinstance(s, str) and s.split("@")[0].strip()
+                      == self.tc.osu.get("name", "osu-micro-benchmarks")), None)
+        if index is None:
+            self.add(path, doc.line("spack", "specs"),
+                     f"no root spec for {self.tc.osu.get('name')}@{self.osu_version} in 'specs'")
+        else:
+            self._lint_root_spec(path, doc.line("spack", "specs", index), specs[index], target, where)
+
+        packages = spack.get("packages") or {}
+        # packages:all:require must pin the partition's target.
+        require = _strings((packages.get("all") or {}).get("require"))
+        targets = [t for s in require for t in _variant_values(s, "target")]
+        if not targets:
+            self.add(path, doc.line("spack", "packages", "all"),
+                     f"packages:all:require does not pin target={target} (a preference alone can be ignored)")
+        for t in targets:
+            if t != target:
+                self.add(path, doc.line("spack", "packages", "all", "require"),
+                         f"packages:all:require has target={t}, but {where} builds for target={target}")
+
+        # gcc pinned to the toolchain's compiler version.
+        gcc = _strings((packages.get(self.tc.compiler["name"]) or {}).get("require"))
+        versions = [v for s in gcc for v in _versions(s)]
+        if not versions:
+            self.add(path, doc.line("spack", "packages"),
+                     f"packages:{self.tc.compiler['name']}:require does not pin @{self.compiler_version}")
+        for v in versions:
+            if v != self.compiler_version:
+                self.add(path, doc.line("spack", "packages", self.tc.compiler["name"], "require"),
+                         f"{self.tc.compiler['name']}@{v}, the toolchain file says {self.compiler_version}")
+
+        self._lint_spack_mpi(path, doc, packages)
+
+        mirrors = spack.get("mirrors") or {}
+        if "buildcache-destination" not in mirrors:
+            self.add(path, doc.line("spack", "mirrors"),
+                     "no mirror named 'buildcache-destination' (spack ci generate needs it)")
+        self._lint_spack_ci(path, doc, spack.get("ci"), part)
+
+    def _lint_root_spec(self, path: Path, line: int, spec: str, target: str, where: str) -> None:
+        tokens = spec.split("^")[0].split()
+        name, _, version = tokens[0].partition("@")
+        if version.lstrip("=") != self.osu_version:
+            self.add(path, line, f"root spec {spec!r}: {name}@{version or '(any)'}, "
+                                 f"the toolchain file says {self.osu_version}")
+        spec_targets = _variant_values(spec.split("^")[0], "target")
+        if spec_targets != [target]:
+            found = ", ".join(f"target={t}" for t in spec_targets) or "no target"
+            self.add(path, line, f"root spec {spec!r}: {found}, but {where} builds for target={target}")
+        compilers = [t for t in tokens if t.startswith("%")]
+        cname = self.tc.compiler["name"]
+        if not compilers:
+            self.add(path, line, f"root spec {spec!r}: no %{cname}@{self.compiler_version}")
+        for tok in compilers:
+            cn, _, cv = tok[1:].partition("@")
+            if cn != cname or cv.lstrip("=") != self.compiler_version:
+                self.add(path, line, f"root spec {spec!r}: compiler {tok}, the toolchain file says "
+                                     f"%{cname}@{self.compiler_version}")
+        tpos = next((i for i, t in enumerate(tokens) if t.startswith("target=")), None)
+        cpos = next((i for i, t in enumerate(tokens) if t.startswith("%")), None)
+        if tpos is not None and cpos is not None and tpos > cpos:
+            self.add(path, line, f"root spec {spec!r}: put target= before the compiler, "
+                                 f"or Spack reads it as part of the compiler")
+
+    def _lint_spack_mpi(self, path: Path, doc: _Yaml, packages: dict) -> None:
+        mpi_name = self.tc.mpi["name"]
+        virtual = _strings((packages.get("mpi") or {}).get("require"))
+        if virtual and not any(s.split("@")[0].split()[0] == mpi_name for s in virtual if s.split()):
+            self.add(path, doc.line("spack", "packages", "mpi", "require"),
+                     f"packages:mpi:require is {virtual}, the toolchain file says {mpi_name}")
+        require = _strings((packages.get(mpi_name) or {}).get("require"))
+        line = doc.line("spack", "packages", mpi_name, "require")
+        if not require:
+            self.add(path, doc.line("spack", "packages"),
+                     f"packages:{mpi_name}:require does not pin {mpi_name}@{self.mpi_version}")
+            return
+        text = " ".join(require)
+        versions = _versions(text)
+        if not versions:
+            self.add(path, line, f"{mpi_name} requirement {text!r} has no version, "
+                                 f"the toolchain file says @{self.mpi_version}")
+        for v in versions:
+            if v != self.mpi_version:
+                self.add(path, line, f"{mpi_name}@{v}, the toolchain file says {self.mpi_version}")
+        for feature in self.tc.mpi.get("features") or []:
+            token = SPACK_OPENMPI_FEATURES.get(str(feature))
+            if token is None:
+                continue
+            key, sep, value = token.partition("=")
+            present = value in [v for t in _variant_values(text, key) for v in t.split(",")] if sep \
+                else token in text.split()
+            if not present:
+                self.add(path, line, f"{mpi_name} requirement lacks {token} (the toolchain file "
+                                     f"asks for {feature})")
+        for tok in (t for t in text.split() if t.startswith("%")):
+            cn, _, cv = tok[1:].partition("@")
+            if cv and cv.lstrip("=") != self.compiler_version:
+                self.add(path, line, f"{mpi_name} built with {tok}, the toolchain file says "
+                                     f"{self.tc.compiler['name']}@{self.compiler_version}")
+
+    def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any, part: toolchain_mod.PartitionSpec) -> None:
+        target = part.target
+        if not isinstance(ci, dict) or not isinstance(ci.get("pipeline-gen"), list):
+            self.add(path, doc.line("spack", "ci"), "no ci:pipeline-gen section for spack ci generate")
+            return
+        matched, fallback = False, False
+        for i, section in enumerate(ci["pipeline-gen"]):
+            if not isinstance(section, dict):
+                continue
+            if "build-job" in section and (section["build-job"] or {}).get("tags"):
+                fallback = True
+            for j, entry in enumerate(section.get("submapping") or []):
+                for k, match in enumerate(entry.get("match") or []):
+                    for t in _variant_values(str(match), "target"):
+                        mline = doc.line("spack", "ci", "pipeline-gen", i, "submapping", j, "match", k)
+                        if t != target:
+                            self.add(path, mline, f"ci submapping matches target={t}, but "
+                                                  f"{part.system}:{part.partition} builds for target={target}")
+                            continue
+                        matched = True
+                        params = str(((entry.get("build-job") or {}).get("variables") or {})
+                                     .get("SCHEDULER_PARAMETERS", ""))
+                        found = re.findall(r"--constraint[= ](\S+)", params)
+                        if part.constraint and found != [part.constraint]:
+                            self.add(path, doc.line("spack", "ci", "pipeline-gen", i, "submapping", j,
+                                                    "build-job"),
+                                     f"build jobs for target={target} must run with "
+                                     f"--constraint={part.constraint} (SCHEDULER_PARAMETERS has "
+                                     f"{', '.join(found) or 'none'})")
+        if not matched:
+            self.add(path, doc.line("spack", "ci", "pipeline-gen"),
+                     f"no ci submapping matches target={target}: its build jobs would get no runner tags")
+        if not fallback:
+            self.add(path, doc.line("spack", "ci", "pipeline-gen"),
+                     "no fallback build-job with tags: a spec that matches no submapping gets no runner tags")
+
+    # -- easyconfigs ---------------------------------------------------------------
+
+    def lint_easyconfigs(self) -> None:
+        ec_root = self.root / "easyconfigs"
+        files = sorted(ec_root.glob("*.eb")) if ec_root.is_dir() else []
+        osu_modules = []
+        for path in files:
+            module = self._lint_easyconfig(path)
+            if module:
+                osu_modules.append(module)
+        if not osu_modules:
+            self.add(self.tc.path, self.tc_yaml.line("easybuild_toolchain"),
+                     f"no easyconfig for {self.expected_osu_module()} in easyconfigs/")
+        wanted = [str(m) for m in (self.tc.data.get("modules") or {}).get("easybuild") or []]
+        for module in osu_modules:
+            if wanted and module not in wanted:
+                self.add(self.tc.path, self.tc_yaml.line("modules", "easybuild"),
+                         f"modules:easybuild lists {', '.join(wanted)}, but easyconfigs/ builds {module}")
+        names = ", ".join(p.name for p in files) or "none"
+        self.report.checked.append(f"easyconfigs/ ({names}: version, toolchain, source, sha256)")
+
+    def _lint_easyconfig(self, path: Path) -> Optional[str]:
+        """Check one easyconfig; return the module name it installs when it is the OSU one."""
+        text = path.read_text()
+        try:
+            tree = ast.parse(text, filename=str(path))
+        except SyntaxError as err:
+            self.add(path, err.lineno or 1, f"not a valid easyconfig (Python syntax): {err.msg}")
+            return None
+        params: dict[str, ast.expr] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                params[node.targets[0].id] = node.value
+        name = _literal(params.get("name"))
+        version = _literal(params.get("version"))
+        tc = _literal(params.get("toolchain"))
+        tcname = tc.get("name") if isinstance(tc, dict) else None
+        tcversion = tc.get("version") if isinstance(tc, dict) else None
+
+        if tcname is not None and (tcname not in GOMPI_FAMILY or str(tcversion) != self.eb_tc_version):
+            self.add(path, params["toolchain"].lineno,
+                     f"toolchain {tcname}/{tcversion}, the toolchain file says {self.eb_tc_name}/{self.eb_tc_version}")
+        if name != OSU_EASYBUILD_NAME:
+            return None
+        if str(version) != self.osu_version:
+            self.add(path, params["version"].lineno if "version" in params else 1,
+                     f"version {version!r}, the toolchain file says OSU {self.osu_version}")
+
+        # sources: the tarball name, with EasyBuild's templates resolved.
+        templates = {
+            "SOURCELOWER_TAR_GZ": f"{str(name).lower()}-{version}.tar.gz",
+            "SOURCE_TAR_GZ": f"{name}-{version}.tar.gz",
+        }
+        sources = params.get("sources")
+        tarballs = []
+        if isinstance(sources, ast.List):
+            for elt in sources.elts:
+                if isinstance(elt, ast.Name):
+                    tarballs.append(templates.get(elt.id, elt.id))
+                elif isinstance(elt, ast.Constant):
+                    tarballs.append(str(elt.value).replace("%(namelower)s", str(name).lower())
+                                    .replace("%(version)s", str(version)))
+        if tarballs and tarballs[0] != self.tc.osu.get("tarball"):
+            self.add(path, sources.lineno, f"source {tarballs[0]}, the toolchain file says {self.tc.osu.get('tarball')}")
+
+        # checksums: the first one belongs to the OSU tarball.
+        sha = str(self.tc.osu["sha256"])
+        checksums = params.get("checksums")
+        consts = [n for n in ast.walk(checksums) if isinstance(n, ast.Constant) and isinstance(n.value, str)] \
+            if checksums is not None else []
+        if not consts:
+            self.add(path, checksums.lineno if checksums is not None else 1,
+                     f"no sha256 checksum for the source; the toolchain file says {sha}")
+        elif consts[0].value != sha:
+            self.add(path, consts[0].lineno,
+                     f"checksum {consts[0].value} for {tarballs[0] if tarballs else 'the source'}, "
+                     f"the toolchain file says sha256 {sha}")
+
+        expected_file = f"{name}-{version}-{tcname}-{tcversion}.eb"
+        if path.name != expected_file:
+            self.add(path, 1, f"file name should be {expected_file} (EasyBuild finds easyconfigs by name)")
+        return f"{name}/{version}-{tcname}-{tcversion}"
+
+    # -- ReFrame site configuration --------------------------------------------------
+
+    def lint_reframe_config(self) -> None:
+        path = self.root / "checks" / "config" / "site.yaml"
+        if not path.is_file():
+            self.report.checked.append("checks/config/site.yaml (absent, not checked)")
+            return
+        doc = self._load_yaml(path)
+        if doc is None or not isinstance(doc.data, dict):
+            return
+        envs = doc.data.get("environments") or []
+        count = 0
+        for i, env in enumerate(envs):
+            if not isinstance(env, dict):
+                continue
+            count += 1
+            for j, module in enumerate(env.get("modules") or []):
+                mname = module.get("name") if isinstance(module, dict) else module
+                problem = self.module_problem(str(mname))
+                if problem:
+                    self.add(path, doc.line("environments", i, "modules", j),
+                             f"environment {env.get('name')}: {problem}")
+            env_vars = env.get("env_vars") or []
+            pairs = env_vars.items() if isinstance(env_vars, dict) else \
+                [tuple(p) for p in env_vars if isinstance(p, (list, tuple)) and len(p) == 2]
+            for k, (var, value) in enumerate(pairs):
+                problem = self._env_var_problem(str(var), str(value))
+                if problem:
+                    self.add(path, doc.line("environments", i, "env_vars", var if isinstance(env_vars, dict) else k),
+                             f"environment {env.get('name')}: {problem}")
+
+        # Partitions that land on a node generation must say so with the toolchain's constraint.
+        systems = {s.get("name"): (i, s) for i, s in enumerate(doc.data.get("systems") or []) if isinstance(s, dict)}
+        for part in self.tc.partitions():
+            if part.system not in systems:
+                continue
+            si, system = systems[part.system]
+            parts = {p.get("name"): (j, p) for j, p in enumerate(system.get("partitions") or [])
+                     if isinstance(p, dict)}
+            if part.partition not in parts:
+                self.add(path, doc.line("systems", si, "partitions"),
+                         f"system {part.system} has no partition '{part.partition}' (the toolchain file "
+                         f"builds target {part.target} for it)")
+                continue
+            pj, rpart = parts[part.partition]
+            access = [str(a) for a in rpart.get("access") or []]
+            found = [m for a in access for m in re.findall(r"--constraint[= ](\S+)", a)]
+            if part.constraint and part.constraint not in found:
+                now = f"has --constraint={', '.join(found)}" if found else "lands on any node"
+                self.add(path, doc.line("systems", si, "partitions", pj, "access"),
+                         f"partition {part.system}:{part.partition} {now}, the toolchain file says "
+                         f"--constraint={part.constraint} (its builds target {part.target})")
+            elif not part.constraint and found:
+                self.add(path, doc.line("systems", si, "partitions", pj, "access"),
+                         f"partition {part.system}:{part.partition} has --constraint={found[0]}, "
+                         f"the toolchain file has no constraint for it")
+        self.report.checked.append(f"checks/config/site.yaml ({count} environments: module names; partition constraints)")
+
+    def _env_var_problem(self, var: str, value: str) -> Optional[str]:
+        """Judge EasyBuild-style version variables a ReFrame environment may set."""
+        expected = {"EBVERSIONGCC": self.compiler_version, "EBVERSIONGCCCORE": self.compiler_version,
+                    "EBVERSIONOPENMPI": self.mpi_version, "EBVERSIONOSUMINMICROMINBENCHMARKS": self.osu_version}
+        if var in expected and value != expected[var]:
+            return f"{var}={value}, the toolchain file says {expected[var]}"
+        if "/" in value and re.fullmatch(r"[A-Za-z][\w.+-]*/[\w.+-]+", value):
+            return self.module_problem(value)
+        return None
+
+    # -- baselines ------------------------------------------------------------------------
+
+    def lint_baselines(self) -> None:
+        base = self.root / "baselines"
+        files = sorted(base.glob("*.yaml")) if base.is_dir() else []
+        known = {}
+        for part in self.tc.partitions():
+            known.setdefault(part.system, []).append(part.partition)
+        for path in files:
+            doc = self._load_yaml(path)
+            if doc is None or not isinstance(doc.data, dict):
+                continue
+            tcname = doc.data.get("toolchain")
+            if str(tcname) != self.tc.name:
+                self.add(path, doc.line("toolchain"),
+                         f"toolchain {tcname!r}, the toolchain file is {self.tc.name!r}")
+            system = doc.data.get("system")
+            refs = doc.data.get("references")
+            if system in known and isinstance(refs, dict):
+                for partition in refs:
+                    if partition not in known[system]:
+                        self.add(path, doc.line("references", partition),
+                                 f"references for {system}:{partition}, a partition the toolchain file "
+                                 f"does not have (known: {', '.join(known[system])})")
+        names = ", ".join(p.name for p in files) or "none"
+        self.report.checked.append(f"baselines/ ({names}: toolchain field, partitions)")
+
+
+# -- small parsers -----------------------------------------------------------------------------
+
+def _env_names(part: toolchain_mod.PartitionSpec) -> list[str]:
+    """Spack environment directory names for a partition: ``<system>-<partition>`` or ``<system>-<target>``."""
+    return list(dict.fromkeys([f"{part.system}-{part.partition}", f"{part.system}-{part.target}"]))
+
+
+def _strings(value: Any) -> list[str]:
+    """A Spack 'require' value as a list of spec strings (dict forms like one_of are flattened)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    out: list[str] = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            for key in ("spec", "one_of", "any_of"):
+                out.extend(_strings(item.get(key)))
+    return out
+
+
+def _variant_values(spec: str, key: str) -> list[str]:
+    """Values of ``key=value`` tokens in a spec string (``target=broadwell`` -> ['broadwell'])."""
+    return re.findall(r"(?:^|\s)" + re.escape(key) + r"=(\S+)", spec)
+
+
+def _versions(spec: str) -> list[str]:
+    """Versions given with ``@`` on the package itself (not on %compiler or ^dependencies)."""
+    out = []
+    for tok in spec.split("^")[0].split():
+        if tok.startswith("%"):
+            continue
+        if "@" in tok:
+            out.append(tok.split("@", 1)[1].lstrip("="))
+    return out
+
+
+def _literal(node: Optional[ast.expr]) -> Any:
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError):
+        return None
+
+
+def lint(root: Path, toolchain_path: Optional[Path] = None) -> Report:
+    """Compare every build definition under ``root`` with the toolchain file.
+
+    ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``. A toolchain file
+    that cannot be loaded raises InputError (the lint cannot judge anything without it).
+    """
+    root = Path(root)
+    tc = toolchain_mod.load(Path(toolchain_path) if toolchain_path else root / "toolchains" / "2023b.yaml")
+    linter = _Linter(root, tc)
+    linter.lint_toolchain_file()
+    linter.lint_spack_envs()
+    linter.lint_easyconfigs()
+    linter.lint_reframe_config()
+    linter.lint_baselines()
+    return linter.report
+
+
+def summary(report: Report) -> Iterable[str]:
+    """The lines ``mpiregress lint`` prints: findings, or what was checked, then a count."""
+    for finding in report.findings:
+        yield str(finding)
+    if report.ok:
+        for item in report.checked:
+            yield f"checked {item}"
+        yield f"lint: ok, everything agrees with {report.toolchain_path}"
+    else:
+        count, files = len(report.findings), len({f.path for f in report.findings})
+        yield (f"lint: {count} finding{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}: "
+               f"build definitions disagree with {report.toolchain_path}")
