@@ -14,8 +14,9 @@ Why this method:
 * The penalty is scaled by the series' own robust noise (MAD of consecutive
   differences, blind to the steps being looked for): ``beta x sigma x log(n)``.
 * Reported change points must also move the segment median by at least
-  ``min_effect`` (2 %) and ``z_effect`` sigmas: statistically real but negligible
-  shifts are not worth a weekly e-mail.
+  ``min_effect`` (2 %) and by ``z_effect`` standard errors of the difference of the
+  two segment medians: statistically real but negligible shifts are not worth a
+  weekly e-mail, and a short segment must show a bigger shift.
 
 Why not apache-otava (E-divisive means, the method MongoDB and Otava use): it is
 the better-known tool for CI performance data, but its package pins numpy 2.2 (this
@@ -41,7 +42,7 @@ from .names import METRICS
 BETA = 3.0          # penalty multiplier (benchmarks/gate_detection-style calibration in tests/test_changepoint.py)
 MIN_SIZE = 3        # a segment spans at least 3 runs: one odd week is not a new level
 MIN_EFFECT = 0.02   # smallest relative shift reported
-Z_EFFECT = 3.0      # ... and at least this many noise sigmas
+Z_EFFECT = 3.0      # ... and at least this many standard errors of the two segment medians' difference
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,14 @@ def detect(values: Sequence[float], beta: float = BETA, min_size: int = MIN_SIZE
     # Drop the weakest negligible break and re-measure its neighbours until every one matters.
     while breaks:
         segs = _segments(n, breaks)
-        shifts = [abs(float(np.median(y[b0:b1]) - np.median(y[a0:a1])))
-                  for (a0, a1), (b0, b1) in zip(segs, segs[1:])]
-        needed = max(math.log1p(min_effect), z_effect * sigma)
-        weakest = min(range(len(shifts)), key=shifts.__getitem__)
-        if shifts[weakest] >= needed:
+        # Shift of the segment medians, in units of what it needs to count.
+        ratios = []
+        for (a0, a1), (b0, b1) in zip(segs, segs[1:]):
+            shift = abs(float(np.median(y[b0:b1]) - np.median(y[a0:a1])))
+            stderr = math.sqrt(math.pi / 2) * sigma * math.sqrt(1 / (a1 - a0) + 1 / (b1 - b0))
+            ratios.append(shift / max(math.log1p(min_effect), z_effect * stderr))
+        weakest = min(range(len(ratios)), key=ratios.__getitem__)
+        if ratios[weakest] >= 1:
             break
         del breaks[weakest]
     return list(breaks)

@@ -55,7 +55,7 @@ def test_bands_are_one_sided_in_the_direction_that_hurts():
 
 @pytest.mark.parametrize("change, key", [
     (("tolerance: 0.2", "tolerance: fast"), "references.batch.source.same_numa.latency.tolerance"),
-    (("tolerance: 0.2", "tolerance: 20"), "references.batch.source.same_numa.latency.tolerance"),
+    (("tolerance: 0.1", "tolerance: 1.5"), "references.batch.source.same_numa.bandwidth.tolerance"),
     (("value: 3.0", "value: -1"), "references.batch.source.same_numa.latency.value"),
     (("unit: us", "unit: ms"), "references.batch.source.same_numa.latency.unit"),
     (("provenance: dev}\n        bandwidth", "provenance: nowhere}\n        bandwidth"),

@@ -12,6 +12,13 @@ if [ ${#easyconfigs[@]} -eq 0 ]; then
     exit 2
 fi
 command -v eb >/dev/null || { echo "easybuild-dry-run: eb is not installed (pip install easybuild, see pyproject.toml)" >&2; exit 2; }
+# EasyBuild drives Lmod through $LMOD_CMD: a non-login CI shell may not have it set yet.
+if [ -z "${LMOD_CMD:-}" ]; then
+    for init in /usr/share/lmod/lmod/init/bash /etc/profile.d/lmod.sh; do
+        # shellcheck disable=SC1090
+        if [ -f "$init" ]; then . "$init"; break; fi
+    done
+fi
 # EasyBuild refuses to run as root unless told; CI machines and gitlab-ci-local run as root.
 if [ "$(id -u)" -eq 0 ]; then
     export EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES=1

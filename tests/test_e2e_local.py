@@ -1,0 +1,187 @@
+"""End to end: the real ReFrame checks on the real local Slurm, through `mpiregress run`.
+
+OSU's release tarball cannot be downloaded here, so the build goes through the
+product's source path with the OSU test double's tarball (tests/osu_double),
+accepted by the loudly logged sha256 override exactly as a site tarball would be.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import archspec.cpu
+import pytest
+import yaml
+
+from helpers.osu_double import make_tarball
+from shared import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# Fewer iterations than the design's 1000 keep the suite short; the path is the same.
+FAST = ["--iterations", "200"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(local_cluster, tmp_path_factory):
+    """Environment for `mpiregress run` sharing the session's local cluster, and an OSU mirror."""
+    mirror = tmp_path_factory.mktemp("mirror")
+    _, sha256 = make_tarball(mirror)
+    env = dict(os.environ)
+    env.update({
+        # The run command finds the session's cluster at <state dir>/local-cluster.
+        "MPIREGRESS_STATE_DIR": str(local_cluster.state_dir.parent),
+        "OSU_SOURCE_MIRROR": str(mirror),
+        "OSU_SHA256": sha256,
+    })
+    env.pop("OSU_DOUBLE_ILLEGAL_INSTRUCTION", None)
+    return env
+
+
+def mpiregress(env, *args, report_dir=None, extra_env=None):
+    cmd = [sys.executable, "-m", "mpiregress", "run", "--system", "local", *args]
+    if report_dir is not None:
+        cmd += ["--report-dir", str(report_dir)]
+    run_env = dict(env, **(extra_env or {}))
+    return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=900, cwd=REPO)
+
+
+def results(report_dir: Path) -> dict:
+    return {(r["placement"], r["metric"]): r for r in json.loads((report_dir / "results.json").read_text())}
+
+
+def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):
+    done = mpiregress(pipeline, "--methods", "source", *FAST, report_dir=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = results(tmp_path)
+    for placement in ("same_numa", "cross_node"):
+        for metric in ("latency", "bandwidth"):
+            r = found[(placement, metric)]
+            assert r["status"] == "pass" and r["value"] > 0, r
+            assert r["reference"] is not None and r["tolerance"] is not None
+    for placement in ("cross_numa", "cross_socket"):
+        r = found[(placement, "latency")]
+        assert r["status"] == "skip" and "not available on local:batch" in r["reason"]
+    cross = found[("cross_node", "latency")]
+    assert len(cross["nodelist"]) == 2, "cross_node must span both Slurm nodes"
+    # Reports: ReFrame's JSON, JUnit, the summary table.
+    report = json.loads((tmp_path / "reframe-report.json").read_text())
+    assert report["runs"][0]["testcases"]
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert junit.iter("testcase")
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| local:batch | same_numa | source | latency |" in summary
+    assert "verdict" in done.stdout and "same_numa" in done.stdout
+    # The manifest says this was not the official tarball.
+    manifest_file = Path(found[("same_numa", "latency")]["target"] and
+                         next((local_manifests(pipeline)).glob("source-*.json")))
+    manifest = json.loads(manifest_file.read_text())
+    assert manifest["sha256_official"] is False
+
+
+def local_manifests(env) -> Path:
+    return Path(env["MPIREGRESS_STATE_DIR"]) / "manifests"
+
+
+def test_drift_beyond_the_band_fails_with_regression(pipeline, tmp_path):
+    baselines = tmp_path / "baselines"
+    shutil.copytree(REPO / "baselines", baselines)
+    data = yaml.safe_load((baselines / "local.yaml").read_text())
+    data["references"]["batch"]["source"]["same_numa"]["latency"]["value"] = 0.01
+    (baselines / "local.yaml").write_text(yaml.safe_dump(data))
+    done = mpiregress(pipeline, "--methods", "source", "--metrics", "latency", "--placements", "same_numa",
+                      *FAST, "--baselines-dir", str(baselines), report_dir=tmp_path / "report")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    r = results(tmp_path / "report")[("same_numa", "latency")]
+    assert r["status"] == "fail" and r["reference"] == 0.01
+    assert "regression" in done.stdout
+
+
+def test_malformed_baseline_stops_before_any_job_naming_file_and_key(pipeline, tmp_path):
+    baselines = tmp_path / "baselines"
+    shutil.copytree(REPO / "baselines", baselines)
+    text = (baselines / "local.yaml").read_text().replace("unit: us", "unit: seconds", 1)
+    (baselines / "local.yaml").write_text(text)
+    done = mpiregress(pipeline, "--methods", "source", "--baselines-dir", str(baselines), report_dir=tmp_path / "r")
+    assert done.returncode == 2
+    assert f"baselines file {baselines}/local.yaml" in done.stderr and ".unit:" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "r" / "reframe-report.json").exists()
+
+
+def test_rank_dying_of_sigill_is_an_illegal_instruction_error(pipeline, tmp_path):
+    done = mpiregress(pipeline, "--methods", "source", "--metrics", "latency", "--placements", "same_numa",
+                      *FAST, report_dir=tmp_path, extra_env={"OSU_DOUBLE_ILLEGAL_INSTRUCTION": "1"})
+    assert done.returncode == 2, done.stdout[-2000:]
+    r = results(tmp_path)[("same_numa", "latency")]
+    assert r["status"] == "error" and r["value"] is None
+    assert "illegal instruction" in r["reason"] and "build target" in r["reason"]
+    assert "node target(s) " + archspec.cpu.host().name in r["reason"]
+
+
+def incompatible_target() -> str:
+    host = archspec.cpu.host()
+    for name in ("sapphirerapids", "zen4", "skylake_avx512", "icelake", "zen3"):
+        target = archspec.cpu.TARGETS[name]
+        if not (target == host or target in host.ancestors):
+            return name
+    pytest.fail(f"no archspec target found that {host.name} cannot run")
+
+
+def test_build_the_nodes_cannot_execute_is_refused_before_launch(pipeline, tmp_path):
+    # A manifest claiming a newer target than this host: the SIGILL story of seed 001.
+    real = next(local_manifests(pipeline).glob("source-*.json"), None)
+    if real is None:
+        mpiregress(pipeline, "--methods", "source", "--metrics", "latency", "--placements", "same_numa",
+                   *FAST, report_dir=tmp_path / "build")
+        real = next(local_manifests(pipeline).glob("source-*.json"))
+    target = incompatible_target()
+    data = json.loads(real.read_text())
+    data["target"] = target
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / f"source-{target}.json").write_text(json.dumps(data))
+    done = mpiregress(pipeline, "--methods", "source", "--metrics", "latency", "--placements", "same_numa",
+                      "--no-build", "--manifest-dir", str(manifests), report_dir=tmp_path / "r")
+    assert done.returncode == 2
+    r = results(tmp_path / "r")[("same_numa", "latency")]
+    assert r["status"] == "error"
+    assert f"built for {target}" in r["reason"] and archspec.cpu.host().name in r["reason"]
+    assert "SIGILL" in r["reason"]
+
+
+def test_a_requested_method_without_a_build_fails_instead_of_passing(pipeline, tmp_path):
+    done = mpiregress(pipeline, "--methods", "easybuild", report_dir=tmp_path)
+    assert done.returncode == 2
+    assert "method easybuild was asked for but produced no measurement" in done.stderr
+    assert "no easybuild build here" in done.stderr
+
+
+def test_slurm_down_is_one_sentence_and_exit_3(tmp_path):
+    env = dict(os.environ, SLURM_CONF=str(tmp_path / "nowhere" / "slurm.conf"),
+               MPIREGRESS_MANIFEST_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "iris",
+                           "--report-dir", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 3, done.stderr
+    assert "Slurm is not reachable" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("system, expected", [
+    ("iris", ["--constraint=broadwell", "--constraint=skylake", "map_cpu:0,14", "module load gompi/2023b"]),
+    ("aion", ["map_cpu:0,16", "map_cpu:0,64", "module load gompi/2023b"]),
+])
+def test_cluster_dry_run_writes_job_scripts_from_topology(system, expected, tmp_path):
+    env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", system, "--dry-run",
+                           "--report-dir", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    scripts = "\n".join(p.read_text() for p in (tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh"))
+    for fragment in expected:
+        assert fragment in scripts
+    assert "mpiregress guard --build-target" in scripts

@@ -1,0 +1,96 @@
+"""From ReFrame's JSON report to records, verdicts, the summary table and the exit code."""
+import pytest
+
+from mpiregress import baselines, errors, reframe_report, results, summary
+from mpiregress.results import Result
+from shared import REPO
+
+DATA = REPO / "tests" / "data"
+
+
+def test_real_local_report_becomes_records_with_skip_reasons():
+    found = reframe_report.load(DATA / "reframe_report_local_pass.json", toolchain="2023b")
+    by_key = {(r.placement, r.metric): r for r in found}
+    assert len(found) == 8
+    lat = by_key[("same_numa", "latency")]
+    assert lat.status == "pass" and lat.value == pytest.approx(4.31) and lat.unit == "us"
+    assert lat.benchmark == "osu_latency" and lat.message_size == 8192 and lat.target == "x86_64_v4"
+    assert by_key[("cross_node", "bandwidth")].nodelist == ["node1", "node2"]
+    skipped = by_key[("cross_socket", "latency")]
+    assert skipped.status == "skip" and "a single socket" in skipped.reason
+
+
+def test_sigill_report_is_an_error_with_the_reason():
+    (case,) = reframe_report.load(DATA / "reframe_report_local_sigill.json")
+    assert case.status == "error" and case.value is None
+    assert case.reason.startswith("rank 1 on node1 died of an illegal instruction")
+
+
+def test_a_missing_or_foreign_report_is_named(tmp_path):
+    with pytest.raises(errors.InputError, match="does not exist"):
+        reframe_report.load(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(errors.InputError, match="not valid JSON"):
+        reframe_report.load(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"tests": []}')
+    with pytest.raises(errors.InputError, match="not a ReFrame 4 report"):
+        reframe_report.load(tmp_path / "other.json")
+
+
+def case(**kw):
+    base = dict(system="local", partition="batch", method="source", placement="same_numa", metric="latency",
+                benchmark="osu_latency", message_size=8192, unit="us", value=3.0, status="pass",
+                reference=3.0, tolerance=0.5)
+    base.update(kw)
+    return Result(**base)
+
+
+def test_repeats_fold_into_the_median_and_are_judged_again():
+    (folded,) = results.aggregate([case(value=v) for v in (3.0, 4.0, 10.0)])
+    assert folded.value == 4.0 and folded.samples == [3.0, 4.0, 10.0] and folded.status == "pass"
+    (slow,) = results.aggregate([case(value=v, status="fail") for v in (4.0, 5.0, 6.0)])
+    assert slow.status == "fail" and "beyond the limit 4.5" in slow.reason
+    (crashed,) = results.aggregate([case(value=3.0), case(value=None, status="error", reason="rank died")])
+    assert crashed.status == "error" and "1 of 2 repeats failed: rank died" in crashed.reason
+
+
+def test_a_measurement_without_baseline_is_an_error_unless_allowed(tmp_path):
+    refs = baselines.for_system("local", REPO / "baselines")
+    orphan = [case(partition="nowhere", reference=None, tolerance=None)]
+    summary.apply_baselines(orphan, refs)
+    assert orphan[0].status == "error" and "no baseline for nowhere.source.same_numa.latency" in orphan[0].reason
+    allowed = [case(partition="nowhere", reference=None, tolerance=None)]
+    summary.apply_baselines(allowed, refs, allow_missing=True)
+    assert allowed[0].status == "pass"
+
+
+@pytest.mark.parametrize("statuses, problems, code", [
+    (["pass", "skip"], [], errors.OK),
+    (["pass", "fail"], [], errors.REGRESSION),
+    (["fail", "error"], [], errors.ERROR),
+    (["pass"], ["method spack was asked for but produced no measurement"], errors.ERROR),
+    (["skip", "skip"], [], errors.SKIPPED),
+    ([], [], errors.SKIPPED),
+])
+def test_exit_code_gates_error_over_regression_and_never_passes_nothing(statuses, problems, code):
+    assert summary.exit_code([case(status=s) for s in statuses], problems) == code
+
+
+def test_requested_method_with_only_skips_is_a_problem():
+    found = [case(method="spack", status="skip", value=None, reason="no spack build here")]
+    assert summary.require_methods(found, ["spack"]) == [
+        "method spack was asked for but produced no measurement: no spack build here"]
+    assert summary.require_methods([case()], ["source"]) == []
+
+
+def test_summary_table_and_markdown_show_value_baseline_and_verdict():
+    found = [case(value=3.2, reference=3.0, tolerance=0.5),
+             case(metric="bandwidth", unit="MB/s", benchmark="osu_bw", value=500.0, reference=1000.0,
+                  tolerance=0.2, status="fail", reason="too slow"),
+             case(placement="cross_socket", status="skip", value=None, reference=None, reason="a single socket")]
+    table = summary.text_table(found)
+    assert "3.20 us" in table and "3.00 (<= 4.50)" in table and "1000 (>= 800)" in table
+    assert "regression" in table and "skipped" in table
+    md = summary.markdown(found, "MPI regression: local", [])
+    assert "| local:batch | same_numa | source | bandwidth | 500 MB/s | 1000 (>= 800) | **regression** | too slow |" in md
+    assert md.startswith("# MPI regression: local\n\n1 pass, 1 regression, 1 skipped")
