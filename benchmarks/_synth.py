@@ -52,3 +52,40 @@ def history(rng: np.random.Generator, metric: str, base: float, noise: tuple[flo
             k: int) -> list[np.ndarray]:
     """``runs`` accepted runs of k samples each, with no change."""
     return [run_samples(rng, metric, base, *noise, k) for _ in range(runs)]
+
+
+# The full matrix: Iris has one NUMA node per socket, so no cross_numa there (seed 000).
+PARTITIONS: dict[str, tuple[str, ...]] = {"iris": ("broadwell", "skylake"), "aion": ("batch",)}
+SYSTEM_PLACEMENTS: dict[str, tuple[str, ...]] = {
+    "iris": ("same_numa", "cross_socket", "cross_node"),
+    "aion": ("same_numa", "cross_numa", "cross_socket", "cross_node"),
+}
+METHODS = ("source", "spack", "easybuild", "eessi")
+
+
+def matrix_results(rng: np.random.Generator, system: str, when: str, commit: str, pipeline: str, k: int,
+                   toolchain: str = "2023b", effects: dict | None = None) -> list:
+    """One run of the full matrix of ``system`` as Result records (k samples each).
+
+    ``effects`` maps (partition, method, placement, metric) -> relative step on the
+    hurting side (negative: an improvement), to inject events.
+    """
+    from mpiregress.results import Result
+
+    effects = effects or {}
+    results = []
+    for partition in PARTITIONS[system]:
+        for method in METHODS:
+            for placement in SYSTEM_PLACEMENTS[system]:
+                for metric, spec in METRICS.items():
+                    noise = NOISE[(metric, locality(placement))]
+                    step = effects.get((partition, method, placement, metric), 0.0)
+                    samples = run_samples(rng, metric, BASE[(metric, placement)], *noise, k, step=step)
+                    results.append(Result(
+                        system=system, partition=partition, method=method, placement=placement, metric=metric,
+                        benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit,
+                        value=float(np.median(samples)), status="pass", samples=[float(v) for v in samples],
+                        toolchain=toolchain, time=when, commit=commit, pipeline=pipeline,
+                        nodelist=[f"{system}-{rng.integers(1, 100):03d}"], target="zen2" if system == "aion"
+                        else partition, check=f"osu_{metric}_{placement}_{method}"))
+    return results

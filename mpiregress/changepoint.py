@@ -36,6 +36,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .gate import format_value as fv
 from .history import History, RunPoint, SeriesKey, series_name
 from .names import METRICS
 
@@ -72,8 +73,8 @@ class ChangePoint:
         metric = self.key[4]
         unit = METRICS[metric].unit
         direction = "worse" if self.worse else "better"
-        what = (f"{series_name(self.key)}: {abs(self.change):.1%} {direction} ({self.before:.4g} -> "
-                f"{self.after:.4g} {unit}) from run {self.run_after.run_id} ({self.run_after.time[:10]}), "
+        what = (f"{series_name(self.key)}: {abs(self.change):.1%} {direction} ({fv(self.before)} -> "
+                f"{fv(self.after)} {unit}) from run {self.run_after.run_id} ({self.run_after.time[:10]}), "
                 f"commit {self.commits}")
         if self.toolchain_changed:
             what += f", toolchain {self.run_before.toolchain} -> {self.run_after.toolchain}"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 from .baselines import Baselines
+from .gate import format_value as fv
 from .history import SeriesKey
 from .names import METRICS
 from .results import Result
@@ -60,14 +61,14 @@ class Finding:
     def sentence(self) -> str:
         where = f"{self.system}/{self.partition} {self.placement} {self.metric}"
         if self.kind == "behind":
-            return (f"{where}: {self.method} {self.value:.4g} {self.unit} is {self.gap:.0%} behind "
-                    f"{self.best_method} {self.best_value:.4g} {self.unit} (noise allows {self.threshold:.0%})")
+            return (f"{where}: {self.method} {fv(self.value)} {self.unit} is {self.gap:.0%} behind "
+                    f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})")
         if self.kind == "lenient":
-            return (f"{where}: the {self.method} baseline ({self.reference:.4g} {self.unit}) admits values down to "
-                    f"{self.value:.4g} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
-                    f"({self.best_value:.4g} {self.unit}): too lenient to catch a regression of {self.method}")
-        return (f"{where}: the {self.method} baseline band ends at {self.value:.4g} {self.unit} but even the best "
-                f"build, {self.best_method}, measures {self.best_value:.4g} {self.unit}: the baseline is stale or "
+            return (f"{where}: the {self.method} baseline ({fv(self.reference)} {self.unit}) admits values down to "
+                    f"{fv(self.value)} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
+                    f"({fv(self.best_value)} {self.unit}): too lenient to catch a regression of {self.method}")
+        return (f"{where}: the {self.method} baseline band ends at {fv(self.value)} {self.unit} but even the best "
+                f"build, {self.best_method}, measures {fv(self.best_value)} {self.unit}: the baseline is stale or "
                 f"unrealistic, not every build broken")
 
 

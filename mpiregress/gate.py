@@ -13,7 +13,11 @@ daemon waking up during osu_latency) cannot move it.
   weekly runs). Differences make it blind to level shifts (an accepted toolchain
   change does not inflate the noise), MAD makes it blind to a bad week, and the
   longer window makes the estimate itself steadier: with only 10 runs the MAD is
-  so uncertain that the false-alarm rate doubles (benchmarks/gate_detection.py);
+  so uncertain that the false-alarm rate doubles (benchmarks/gate_detection.py).
+  A short history is shrunk toward a prior noise level per metric (2 % latency,
+  3 % bandwidth) weighted as 8 differences: s^2 = (m s_mad^2 + 8 prior^2)/(m + 8)
+  for m differences, so a new series with five lucky quiet weeks does not get a
+  band so tight that the next ordinary week fails it;
 * new value ``x`` = median of the k new samples;
 * effect ``d`` = (x - h) / h, signed so that positive is *worse* (latency up,
   bandwidth down);
@@ -47,9 +51,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from .baselines import Baselines, Reference
+from .baselines import Baselines, Reference, for_system
 from .errors import ERROR, OK, REGRESSION
 from .history import History, RunPoint, SeriesKey, series_name
 from .names import METRICS
@@ -67,6 +72,8 @@ class GateConfig:
 
     last_runs: int = 10            # N: how many accepted runs give the current level (median)
     noise_runs: int = 26           # how many accepted runs give the run-to-run noise (MAD of differences)
+    prior_noise: Mapping[str, float] = field(default_factory=lambda: {"latency": 0.02, "bandwidth": 0.03})
+    prior_weight: float = 8.0      # the prior counts as this many run-to-run differences
     min_runs: int = 5              # fewer accepted runs than this: fall back to the baselines file
     min_samples: int = 3           # k: fewer new samples than this is an error, not a verdict
     z: float = 3.5                 # one-sided threshold, in robust standard deviations
@@ -118,6 +125,16 @@ def run_noise(medians: Sequence[float]) -> float:
     return robust_spread(diffs) / math.sqrt(2)
 
 
+def relative_noise(medians: Sequence[float], metric: str, config: "GateConfig") -> float:
+    """Run-to-run noise relative to the level, shrunk toward the metric's prior when history is short."""
+    window = list(medians[-config.noise_runs:])
+    centre = statistics.median(window[-config.last_runs:])
+    measured = run_noise(window) / centre
+    m = max(len(window) - 1, 0)
+    prior = config.prior_noise[metric]
+    return math.sqrt((m * measured ** 2 + config.prior_weight * prior ** 2) / (m + config.prior_weight))
+
+
 def series_noise(runs: Sequence[RunPoint]) -> Optional[float]:
     """Relative run-to-run noise of a series, or None with fewer than 2 runs."""
     if len(runs) < 2:
@@ -138,8 +155,12 @@ def _at(metric: str, reference: float, effect: float) -> float:
     return reference * (1 - effect) if METRICS[metric].higher_is_better else reference * (1 + effect)
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+def format_value(value: float) -> str:
+    """A measured value as people read it: 14831 (MB/s), 2.28 or 0.573 (us), never 1.483e+04."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+_fmt = format_value
 
 
 def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequence[float]],
@@ -166,7 +187,7 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
         medians = [statistics.median(r) for r in runs]
         recent = medians[-config.last_runs:]
         h = statistics.median(recent)
-        noise = run_noise(medians[-config.noise_runs:]) / h
+        noise = relative_noise(medians, metric, config)
         band = max(config.z * noise * math.sqrt(1 + math.pi / (2 * len(recent))), config.min_effect[metric])
         within = statistics.median(robust_spread(r) / statistics.median(r) for r in runs[-config.last_runs:])
         basis, reference = "history", h
@@ -260,8 +281,17 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
             elif note:
                 note += f"; the baselines file is toolchain {book.toolchain!r}"
         verdicts.append(judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,
-                                     fallback_note=note, **common))
+                                     fallback_note=note, unit=common["unit"], toolchain=toolchain))
     return verdicts
+
+
+def load_baselines(systems: Sequence[str], directory: Path) -> dict[str, Optional[Baselines]]:
+    """The baselines file of each system; None where there is none, one sentence where it is malformed."""
+    books: dict[str, Optional[Baselines]] = {}
+    for system in sorted(set(systems)):
+        path = Path(directory) / f"{system}.yaml"
+        books[system] = for_system(system, Path(directory)) if path.exists() else None
+    return books
 
 
 def exit_code(verdicts: Sequence[Verdict]) -> int:

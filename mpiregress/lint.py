@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+import archspec.cpu
 import yaml
 
+from . import microarch
 from . import toolchain as toolchain_mod
 
 # How Spack's openmpi package spells each MPI feature of the toolchain file
@@ -159,7 +161,8 @@ class _Linter:
                 return f"module {module}: OpenMPI {mpi}, the toolchain file says {self.mpi_version}"
             gcc = re.fullmatch(r"GCC(?:core)?-(.+)", rest) if rest else None
             if gcc and gcc.group(1) != self.compiler_version:
-                return f"module {module}: built with GCC {gcc.group(1)}, the toolchain file says {self.compiler_version}"
+                return (f"module {module}: built with GCC {gcc.group(1)}, "
+                        f"the toolchain file says {self.compiler_version}")
         elif name == OSU_EASYBUILD_NAME:
             match = re.fullmatch(r"([^-]+)-([A-Za-z]+)-(.+)", version)
             if not match:
@@ -182,13 +185,29 @@ class _Linter:
         if problem or not eessi_module.startswith(OSU_EASYBUILD_NAME + "/"):
             self.add(path, self.tc_yaml.line("eessi", "module"),
                      f"EESSI {problem or f'module {eessi_module}: expected {self.expected_osu_module()}'}")
+        version, init = str(self.tc.eessi.get("version", "")), str(self.tc.eessi.get("init", ""))
+        if version and f"/versions/{version}/" not in init:
+            self.add(path, self.tc_yaml.line("eessi", "init"),
+                     f"EESSI init {init} is not the one of EESSI version {version}")
+        # The EESSI subdirectory forced on a partition must hold binaries its nodes can execute.
+        for part in self.tc.partitions():
+            if not part.eessi_subdir:
+                continue
+            subdir_target = microarch.from_eessi_subdir(part.eessi_subdir)
+            line = self.tc_yaml.line("partitions", part.system, part.partition)
+            if subdir_target not in archspec.cpu.TARGETS:
+                self.add(path, line, f"eessi_subdir {part.eessi_subdir}: {subdir_target} is not an archspec target")
+            elif not microarch.can_run(subdir_target, part.target):
+                self.add(path, line, f"eessi_subdir {part.eessi_subdir} holds {subdir_target} binaries, which "
+                                     f"{part.system}:{part.partition} ({part.target}) nodes cannot execute")
         modules = self.tc.data.get("modules") or {}
         for group, names in modules.items():
             for i, module in enumerate(names or []):
                 problem = self.module_problem(str(module))
                 if problem:
                     self.add(path, self.tc_yaml.line("modules", group, i), problem)
-        self.report.checked.append(f"{self._rel(path)} (EESSI module {eessi_module}, module lists)")
+        self.report.checked.append(f"{self._rel(path)} (EESSI module {eessi_module}, EESSI init and "
+                                   f"subdirectories per partition, module lists)")
 
     # -- Spack environments ----------------------------------------------------
 
@@ -431,7 +450,8 @@ class _Linter:
                     tarballs.append(str(elt.value).replace("%(namelower)s", str(name).lower())
                                     .replace("%(version)s", str(version)))
         if tarballs and tarballs[0] != self.tc.osu.get("tarball"):
-            self.add(path, sources.lineno, f"source {tarballs[0]}, the toolchain file says {self.tc.osu.get('tarball')}")
+            self.add(path, sources.lineno,
+                     f"source {tarballs[0]}, the toolchain file says {self.tc.osu.get('tarball')}")
 
         # checksums: the first one belongs to the OSU tarball.
         sha = str(self.tc.osu["sha256"])
@@ -507,7 +527,8 @@ class _Linter:
                 self.add(path, doc.line("systems", si, "partitions", pj, "access"),
                          f"partition {part.system}:{part.partition} has --constraint={found[0]}, "
                          f"the toolchain file has no constraint for it")
-        self.report.checked.append(f"checks/config/site.yaml ({count} environments: module names; partition constraints)")
+        self.report.checked.append(
+            f"checks/config/site.yaml ({count} environments: module names; partition constraints)")
 
     def _env_var_problem(self, var: str, value: str) -> Optional[str]:
         """Judge EasyBuild-style version variables a ReFrame environment may set."""

@@ -164,6 +164,12 @@ class LocalCluster:
         """Environment entries that point Slurm clients (srun, sbatch, squeue, ReFrame) here."""
         return {"SLURM_CONF": str(self.slurm_conf)}
 
+    def start_hint(self) -> str:
+        """The command that starts this cluster, for messages."""
+        if self.state_dir == default_state_dir().resolve():
+            return START_HINT
+        return f"{START_HINT[:-1]} --state-dir {self.state_dir}'"
+
     def _pid(self, name: str) -> Optional[int]:
         """The live PID of daemon ``name`` from its pid file, or None."""
         d = self.daemons()[name]
@@ -199,6 +205,7 @@ class LocalCluster:
         reachable, message = slurm_reachable(self.client_env(), timeout=5) \
             if self.slurm_conf.exists() else (False, f"Slurm is not reachable: the local cluster in "
                                                     f"{self.state_dir} was never started; {START_HINT}")
+        message = message.replace(START_HINT, self.start_hint())
         nodes = self.nodes() if reachable else {}
         up = (reachable and all(d["alive"] for d in daemons.values())
               and all(nodes.get(n, {}).get("state") in USABLE_STATES for n in NODES))
@@ -207,7 +214,7 @@ class LocalCluster:
                 [f"{k} is not running" for k, v in daemons.items() if not v["alive"]]
                 + [f"{n} is {nodes.get(n, {}).get('state', 'missing')}"
                    for n in NODES if nodes.get(n, {}).get("state") not in USABLE_STATES])
-            message += f"; {START_HINT}"
+            message += f"; {self.start_hint()}"
         try:
             info = json.loads(self.info_file.read_text())
         except (OSError, ValueError):
@@ -296,6 +303,8 @@ class LocalCluster:
         self.munge_dir.mkdir(parents=True, exist_ok=True)
         os.chown(self.munge_dir, munge.pw_uid, munge.pw_gid)
         self.munge_dir.chmod(0o755)  # clients of any user must reach the socket
+        # A fresh log per start: error detection must not trip on an earlier run's lines.
+        (self.munge_dir / "munged.log").unlink(missing_ok=True)
         key = self.munge_dir / "munge.key"
         if not key.exists():
             # A key is 1 KiB of random bytes (what mungekey writes); this cluster's own.
@@ -336,16 +345,34 @@ class LocalCluster:
         self._wait(lambda: self._pid(name) is not None, timeout, f"{name} did not stay up", name)
 
     def _wait(self, ready, timeout: float, what: str, daemon: str) -> None:
+        """Poll ``ready`` until true; fail at ``timeout``, or at once when the daemon logged a fatal error."""
         deadline = time.monotonic() + timeout
         while not ready():
+            fatal = self._fatal_line(daemon)
+            if fatal:
+                raise InfrastructureError(f"local Slurm cluster: {daemon} died ({fatal}); "
+                                          f"{self._log_tails(daemon)}")
             if time.monotonic() > deadline:
                 raise InfrastructureError(f"local Slurm cluster: {what} within {timeout:g} s; "
                                           f"{self._log_tails(daemon)}")
             time.sleep(0.1)
 
+    def _fatal_line(self, name: str) -> Optional[str]:
+        """The last 'fatal:'/'Error:' line a daemon logged since this start, if any."""
+        for path in self.daemons()[name]["logs"]:
+            try:
+                lines = path.read_text(errors="replace").splitlines()[-20:]
+            except OSError:
+                continue
+            # slurm says "fatal: ...", munged says "Error: ..." before exiting.
+            hits = [ln.strip() for ln in lines if "fatal:" in ln or " Error: " in ln]
+            if hits:
+                return hits[-1]
+        return None
+
     def _log_tails(self, name: str) -> str:
-        return "\n".join(_tail(p) for p in self.daemons()[name]["logs"] if p.exists()) \
-            or "no log was written"
+        return "\n".join(_tail(p) for p in self.daemons()[name]["logs"]
+                         if p.exists() and p.stat().st_size) or "no log was written"
 
     # -- stop ---------------------------------------------------------------
     def stop(self, timeout: float = 20) -> list[int]:

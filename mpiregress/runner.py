@@ -85,12 +85,14 @@ def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain) -> None:
     """Reuse a usable source build for this host, or build one (real OSU path)."""
     host = microarch.host_target()
     usable = [m for m in manifest.find(opts.manifest_dir, "source") if microarch.can_run(m.target, host)]
-    if usable:
+    # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
+    # without one, any build these nodes can run is reused rather than failing offline.
+    if usable and not (opts.source_mirror or opts.sha256_override):
         _log(f"reusing source build {usable[0].path} (target {usable[0].target})")
         return
     from .builds import source
 
-    _log(f"no source build for {host} in {opts.manifest_dir}: building OSU {tc.osu['version']}")
+    _log(f"source build of OSU {tc.osu['version']} for {host} (reused when nothing changed)")
     built = source.build(BuildOptions(
         method="source", toolchain_file=opts.toolchain_file, target=host,
         manifest_dir=opts.manifest_dir, install_root=paths.install_root(),

@@ -82,9 +82,21 @@ class Row:
     reason: str
 
 
+def skipped(results: list[Result]) -> list[str]:
+    """One line per distinct skip reason, naming the checks it covers (skips would drown the table)."""
+    groups: dict[str, list[str]] = {}
+    for r in sorted(results, key=_order):
+        if r.status == "skip":
+            groups.setdefault(r.reason, []).append(f"{r.method}/{r.placement}/{r.metric}")
+    return [f"{reason} ({len(names)} check(s): {', '.join(names)})" for reason, names in groups.items()]
+
+
 def rows(results: list[Result]) -> list[Row]:
+    """Table rows of everything that was not skipped."""
     out = []
     for r in sorted(results, key=_order):
+        if r.status == "skip":
+            continue
         value = _fmt(r.value)
         if r.value is not None:
             value += f" {r.unit}"
@@ -106,6 +118,7 @@ def text_table(results: list[Result], width: int = 70) -> str:
     widths = [max(len(str(row[i])) for row in table) for i in range(len(HEADERS))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += [f"skipped: {line}" for line in skipped(results)]
     return "\n".join(lines)
 
 
@@ -125,4 +138,6 @@ def markdown(results: list[Result], title: str, problems: list[str]) -> str:
                  f"**{row.verdict}**" if row.verdict in ("regression", "error") else row.verdict,
                  row.reason.replace("|", "\\|")]
         lines.append("| " + " | ".join(cells) + " |")
+    if skipped(results):
+        lines += ["", "Skipped:", ""] + [f"- {line}" for line in skipped(results)]
     return "\n".join(lines) + "\n"

@@ -85,6 +85,13 @@ def test_eessi_module_name(repo: Path):
     assert finding.message.startswith("EESSI module OSU-Micro-Benchmarks/7.2-gompi-2023a")
 
 
+def test_eessi_subdir_a_partition_cannot_execute(repo: Path):
+    line = edit(repo / TOOLCHAIN, "eessi_subdir: x86_64/intel/haswell", "eessi_subdir: x86_64/intel/skylake_avx512")
+    finding = only_finding(lint.lint(repo))
+    assert (finding.path, finding.line) == (str(TOOLCHAIN), line)
+    assert "iris:broadwell (broadwell) nodes cannot execute" in finding.message
+
+
 def test_spack_env_target_and_compiler(repo: Path):
     env = repo / "spack-envs" / "aion-zen2" / "spack.yaml"
     spec_line = edit(env, "osu-micro-benchmarks@7.2 target=zen2 %gcc@13.2.0",

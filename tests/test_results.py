@@ -90,7 +90,9 @@ def test_summary_table_and_markdown_show_value_baseline_and_verdict():
              case(placement="cross_socket", status="skip", value=None, reference=None, reason="a single socket")]
     table = summary.text_table(found)
     assert "3.20 us" in table and "3.00 (<= 4.50)" in table and "1000 (>= 800)" in table
-    assert "regression" in table and "skipped" in table
+    assert "regression" in table
+    assert "skipped: a single socket (1 check(s): source/cross_socket/latency)" in table
     md = summary.markdown(found, "MPI regression: local", [])
     assert "| local:batch | same_numa | source | bandwidth | 500 MB/s | 1000 (>= 800) | **regression** | too slow |" in md
     assert md.startswith("# MPI regression: local\n\n1 pass, 1 regression, 1 skipped")
+    assert "- a single socket (1 check(s): source/cross_socket/latency)" in md

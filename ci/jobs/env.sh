@@ -77,8 +77,12 @@ mpiregress() { "$MPIREGRESS_PYTHON" -m mpiregress "$@"; }
 # -- the project's paths (mpiregress/paths.py), inside the job's folder unless the site says otherwise
 export MPIREGRESS_MANIFEST_DIR="$MPIREGRESS_CHECKOUT/var/manifests"
 export MPIREGRESS_REPORTS_DIR="$MPIREGRESS_CHECKOUT/reports"
-# Install prefixes must outlive the build job: the clusters set MPIREGRESS_INSTALL_ROOT to a
-# per-pipeline folder on the shared file system (.gitlab-ci.yml); locally the job folder is kept.
+# Install prefixes must outlive the build job (the run job executes them): the clusters set
+# MPIREGRESS_INSTALL_ROOT to a per-pipeline folder on the shared file system (.gitlab-ci.yml);
+# the local runner keeps them beside its one-host Slurm; otherwise the job folder.
+if [ -z "${MPIREGRESS_INSTALL_ROOT:-}" ] && [ "${MPIREGRESS_SYSTEM:-}" = "local" ] && [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then
+    MPIREGRESS_INSTALL_ROOT="$MPIREGRESS_LOCAL_STATE_DIR/install/${CI_PIPELINE_ID:-manual}-${CI_COMMIT_SHORT_SHA:-0}"
+fi
 export MPIREGRESS_INSTALL_ROOT="${MPIREGRESS_INSTALL_ROOT:-$MPIREGRESS_CHECKOUT/var/install}"
 # The history database must outlive the pipeline: a site sets MPIREGRESS_HISTORY_DB to a
 # persistent file (the default below only lives as long as the job folder).

@@ -7,6 +7,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 : "${MPIREGRESS_SYSTEM:?}" "${MPIREGRESS_PARTITION:?}" "${MPIREGRESS_METHODS:?}"
 
 report_dir="$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM-$MPIREGRESS_PARTITION"
+extra=()
+# The build stage built the binaries: measure exactly those (a missing build is an error here,
+# not a reason for the run job to build one of its own).
+if [ "$MPIREGRESS_SYSTEM" = local ]; then extra+=(--no-build); fi
+# shellcheck disable=SC2086
 mpiregress run --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --methods "$MPIREGRESS_METHODS" --report-dir "$report_dir" \
-    --manifest-dir "$MPIREGRESS_MANIFEST_DIR" ${MPIREGRESS_RUN_ARGS:-}
+    --manifest-dir "$MPIREGRESS_MANIFEST_DIR" "${extra[@]}" ${MPIREGRESS_RUN_ARGS:-}

@@ -128,7 +128,8 @@ def dependency_chain(easyconfig: Path, *, prefix: Optional[Path] = None,
     ``prefix`` (e.g. a temporary folder) keeps EasyBuild's default paths out of the
     user's home; site configuration from the environment still applies.
     """
-    proc = _run_eb([str(easyconfig), "--dry-run", "--robot"], timeout=300, prefix=prefix, env=env)
+    proc = _run_eb([str(easyconfig), "--dry-run", "--robot", robot_paths_option()], timeout=300, prefix=prefix,
+                   env=env)
     chain = parse_dry_run(proc.stdout)
     if not chain:
         raise common.BuildError(f"'eb {easyconfig} --dry-run --robot' listed no easyconfigs; output:\n"
@@ -140,6 +141,11 @@ def check_contrib(easyconfig: Path, *, prefix: Optional[Path] = None,
                   env: Optional[Mapping[str, str]] = None) -> str:
     """Run ``eb --check-contrib`` (style and sha256 checksums) on ``easyconfig``; its output, or BuildError."""
     return _run_eb([str(easyconfig), "--check-contrib"], timeout=300, prefix=prefix, env=env).stdout
+
+
+def robot_paths_option(root: Path = REPO_ROOT) -> str:
+    """``--robot-paths`` that puts the project's easyconfigs/ before EasyBuild's own (the trailing ':')."""
+    return f"--robot-paths={Path(root) / 'easyconfigs'}:"
 
 
 def toolchain_versions(chain: Sequence[Dependency]) -> tuple[dict[str, str], dict[str, str]]:
@@ -187,13 +193,18 @@ def installpath_for(install_root: Path, target: str) -> Path:
     return Path(install_root) / METHOD / target
 
 
-def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, sourcepath: Optional[Path],
+def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, sourcepaths: Sequence[Path],
                jobs: int, rebuild: bool = False) -> list[str]:
-    """The ``eb`` command line of a build (the same on a laptop, in CI and on the clusters)."""
-    cmd = [eb, str(easyconfig), "--robot", f"--optarch={optarch}", f"--installpath={installpath}",
+    """The ``eb`` command line of a build (the same on a laptop, in CI and on the clusters).
+
+    EasyBuild searches every ``sourcepaths`` entry and downloads into the first one
+    (dependencies' sources, config.guess), so the first should be a cache the build
+    owns and the folder holding the verified OSU tarball can follow, untouched.
+    """
+    cmd = [eb, str(easyconfig), "--robot", robot_paths_option(), f"--optarch={optarch}", f"--installpath={installpath}",
            f"--repositorypath={installpath / 'ebfiles_repo'}", f"--parallel={max(1, int(jobs))}"]
-    if sourcepath is not None:
-        cmd.append(f"--sourcepath={sourcepath}")
+    if sourcepaths:
+        cmd.append("--sourcepath=" + ":".join(str(p) for p in dict.fromkeys(sourcepaths)))
     if rebuild:
         cmd.append("--rebuild")
     return cmd
@@ -283,7 +294,7 @@ def read_records(installpath: Path, module: str) -> EasyBuildRecords:
 
 def _march_flags(text: str) -> str:
     """The -march/-mtune flags in a compiler flag string (what decides the instruction set)."""
-    return " ".join(re.findall(r"-m(?:arch|tune|cpu)=\S+", text))
+    return " ".join(re.findall(r"-m(?:arch|tune|cpu)=[\w.+-]+", text))
 
 
 def _optarch_from_command_line(command_line: Sequence[str]) -> str:
@@ -391,7 +402,8 @@ def build(options: BuildOptions) -> Manifest:
 
     if not official:
         easyconfig = _amended_easyconfig(easyconfig, workdir, tc.osu["sha256"], sha256)
-    cmd = eb_command(eb, easyconfig, optarch=optarch, installpath=installpath, sourcepath=tarball.parent,
+    sourcepaths = [common.sources_cache_dir().resolve(), tarball.parent.resolve()]
+    cmd = eb_command(eb, easyconfig, optarch=optarch, installpath=installpath, sourcepaths=sourcepaths,
                      jobs=options.jobs, rebuild=rebuild)
     log = workdir / "eb.log"
     _say(f"{shlex.join(cmd)} (log: {log})")

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--toolchain", type=Path, default=None,
                    help="toolchain file (default: <root>/toolchains/2023b.yaml)")
     p.add_argument("--root", type=Path, default=REPO_ROOT,
-                   help="repository root holding spack-envs/, easyconfigs/, checks/, baselines/ (default: this checkout)")
+                   help="repository root holding spack-envs/, easyconfigs/, checks/, baselines/ "
+                        "(default: this checkout)")
     p.set_defaults(func=run)
 
 

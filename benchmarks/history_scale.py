@@ -1,0 +1,133 @@
+"""A year of weekly history for both clusters and the full matrix: load, judge, render; print the times.
+
+Matrix: Iris (broadwell, skylake; 3 placements) and Aion (batch; 4 placements) x
+4 methods x 2 metrics = 80 series, k samples per run, one run per cluster per week
+(104 imports). Events injected so the report has something to show: Aion cross-node
+bandwidth improves 6 % at week 20 (a UCX update), Iris/skylake EESSI same-NUMA
+bandwidth loses 70 % at week 35 (the seed's failure), Aion moves to toolchain
+2024a at week 44 with latencies 5 % lower. Then one MR run with an injected 15 %
+latency regression, a crashed check and a skipped one is judged and reported.
+
+Usage: python benchmarks/history_scale.py [--weeks 52] [--k 5] [--out DIR] [--keep]
+Evidence, not a test: prints the times, asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _synth  # noqa: E402
+
+from mpiregress import gate, history, report  # noqa: E402
+from mpiregress.report import html, junit, markdown  # noqa: E402
+from mpiregress.results import Result  # noqa: E402
+
+
+def events(system: str, week: int) -> tuple[dict, str]:
+    """Injected effects and toolchain of ``system`` at ``week``."""
+    effects: dict = {}
+    toolchain = "2023b"
+    if system == "aion" and week >= 20:
+        for method in _synth.METHODS:
+            effects[("batch", method, "cross_node", "bandwidth")] = -0.06
+    if system == "iris" and week >= 35:
+        effects[("skylake", "eessi", "same_numa", "bandwidth")] = 0.70
+    if system == "aion" and week >= 44:
+        toolchain = "2024a"
+        for method in _synth.METHODS:
+            for placement in _synth.SYSTEM_PLACEMENTS["aion"]:
+                effects[("batch", method, placement, "latency")] = -0.05
+    return effects, toolchain
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--weeks", type=int, default=52)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--out", type=Path, default=None, help="where to leave the db and reports (default: a temp dir)")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    out = args.out or Path(tempfile.mkdtemp(prefix="mpiregress-scale-"))
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = out / "history.sqlite"
+    if db_path.exists():
+        sys.exit(f"{db_path} exists; give an empty --out")
+    start = datetime(2025, 1, 6, 2, 0, tzinfo=timezone.utc)
+
+    t0 = time.perf_counter()
+    rows = 0
+    with history.open_history(db_path) as db:
+        for week in range(args.weeks):
+            when = (start + timedelta(weeks=week)).isoformat()
+            commit = f"{0xc0ffee00 + week:08x}"
+            for system in ("iris", "aion"):
+                effects, toolchain = events(system, week)
+                results = _synth.matrix_results(rng, system, when, commit, f"p{1000 + week}", args.k,
+                                                toolchain=toolchain, effects=effects)
+                summary = db.import_results(results, run_id=f"w{week:02d}-{system}", kind="schedule",
+                                            new_toolchain=(system == "aion" and week == 44))
+                rows += summary.rows
+    t_import = time.perf_counter() - t0
+
+    # The MR run: one more week, a 15 % latency regression on Iris/broadwell spack cross-socket,
+    # a crashed check and a skipped one.
+    when = (start + timedelta(weeks=args.weeks)).isoformat()
+    mr: list[Result] = []
+    for system in ("iris", "aion"):
+        effects, toolchain = events(system, args.weeks)
+        if system == "iris":
+            effects[("broadwell", "spack", "cross_socket", "latency")] = 0.15
+        mr += _synth.matrix_results(rng, system, when, "mr0001", "p9999", args.k, toolchain=toolchain,
+                                    effects=effects)
+    crashed = next(r for r in mr if r.key() == ("aion", "batch", "eessi", "cross_numa", "bandwidth"))
+    crashed.status, crashed.value, crashed.samples = "error", None, []
+    crashed.reason = "rank 1 died of signal 4 (illegal instruction): build target zen3, node zen2"
+    skipped = next(r for r in mr if r.key() == ("iris", "skylake", "source", "cross_node", "latency"))
+    skipped.status, skipped.value, skipped.samples, skipped.reason = "skip", None, [], "only one node free"
+
+    t1 = time.perf_counter()
+    with history.open_history(db_path) as db:
+        data = report.build(mr, db, {}, results_source="synthetic MR run", history_source=str(db_path))
+    t_build = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    html_path = html.write(data, out / "report.html")
+    t_html = time.perf_counter() - t2
+    markdown.write(data, out / "summary.md")
+    junit.write(data, out / "junit.xml")
+
+    t3 = time.perf_counter()
+    with history.open_history(db_path) as db:
+        verdicts = gate.judge(mr, db, {})
+    t_gate = time.perf_counter() - t3
+
+    changes = sum(len(v) for v in data.changes.values())
+    print(f"history: {args.weeks} weeks x 2 clusters = {2 * args.weeks} runs, {len(data.trends)} series, "
+          f"{rows} measurement rows, {db_path.stat().st_size / 1e6:.1f} MB")
+    print(f"import (one transaction per run):     {t_import:6.2f} s  ({t_import / (2 * args.weeks) * 1000:.0f} ms/run)")
+    print(f"gate only (80 series vs history):      {t_gate:6.2f} s")
+    print(f"report build (gate + change points):   {t_build:6.2f} s")
+    print(f"HTML render ({len(html_path.read_bytes()) / 1e6:.1f} MB, figures embedded): {t_html:6.2f} s")
+    print("verdicts: " + ", ".join(f"{n} {k}" for k, n in gate.counts(verdicts).items() if n)
+          + f"; exit code {gate.exit_code(verdicts)}")
+    print(f"change points found: {changes}")
+    for points in data.changes.values():
+        for cp in points:
+            print(f"  {cp.sentence()}")
+    for v in verdicts:
+        if v.verdict not in ("pass",):
+            print(f"  {v.verdict}: {v.name()}: {v.reason}")
+    print(f"files in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

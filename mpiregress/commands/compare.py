@@ -1,0 +1,88 @@
+"""``mpiregress compare``: the MR gate. Judges a results.json against the history; exit 1 regression, 2 error."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional
+
+from .. import paths, report
+from ..gate import GateConfig, load_baselines
+from ..history import History, open_history, read_results_file
+from ..report import junit, markdown
+
+
+def add_gate_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by compare and report: where the inputs are and the gate's knobs."""
+    p.add_argument("results", type=Path, help="results.json of the run to judge")
+    p.add_argument("--db", type=Path, default=None,
+                   help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    p.add_argument("--baselines-dir", type=Path, default=None, help="default: $MPIREGRESS_BASELINES_DIR or baselines/")
+    p.add_argument("--exclude-run", help="a run id already imported from these same results (not compared with itself)")
+    defaults = GateConfig()
+    p.add_argument("--last", type=int, default=defaults.last_runs, help="accepted runs that give the level (N)")
+    p.add_argument("--min-runs", type=int, default=defaults.min_runs,
+                   help="fewer accepted runs than this: judge by the baselines file")
+    p.add_argument("--min-samples", type=int, default=defaults.min_samples, help="new samples needed per series (k)")
+    p.add_argument("--z", type=float, default=defaults.z, help="one-sided threshold in robust sigmas")
+
+
+def gate_config(args: argparse.Namespace) -> GateConfig:
+    return GateConfig(last_runs=args.last, min_runs=args.min_runs, min_samples=args.min_samples, z=args.z)
+
+
+def open_existing(path: Optional[Path]) -> Optional[History]:
+    """The history at ``path`` if the file exists (judging never creates one), else None."""
+    path = Path(path) if path else paths.history_db()
+    return open_history(path) if path.exists() else None
+
+
+def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportData:
+    results = read_results_file(args.results)
+    books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
+    db_path = Path(args.db) if args.db else paths.history_db()
+    history = open_existing(db_path)
+    try:
+        data = report.build(results, history, books, gate_config(args), results_source=str(args.results),
+                            history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
+                            with_trends=with_trends)
+    finally:
+        if history:
+            history.close()
+    if history is None:
+        data.notes.insert(0, f"History file {db_path} does not exist: judged against the baselines files only.")
+    return data
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="the MR gate: judge results against the history (exit 1 regression, 2 error)")
+    add_gate_options(p)
+    p.add_argument("--markdown", type=Path, help="write the MR summary here")
+    p.add_argument("--junit", type=Path, help="write JUnit XML here (one testcase per series)")
+    p.set_defaults(func=run)
+
+
+def print_table(data: report.ReportData) -> None:
+    print(f"{'verdict':<11} {'series':<48} {'new':>10} {'reference':>10} {'change':>7} {'band':>6}  basis")
+    for v in data.verdicts:
+        new = "-" if v.value is None else f"{v.value:.4g}"
+        ref = "-" if v.reference is None else f"{v.reference:.4g}"
+        change = "-" if v.effect is None else f"{v.effect:+.1%}"
+        band = "-" if v.band is None else f"{v.band:.1%}"
+        print(f"{v.verdict:<11} {v.name():<48} {new:>10} {ref:>10} {change:>7} {band:>6}  {v.basis}")
+        if v.verdict != "pass":
+            print(f"{'':<11} {v.reason}")
+    for note in data.notes:
+        print(f"note: {note}")
+    for finding in data.findings:
+        print(f"cross-method: {finding.sentence()}")
+    print(" ".join(f"{n} {k}" for k, n in data.counts.items() if n) + f"; exit {data.exit_code}")
+
+
+def run(args: argparse.Namespace) -> int:
+    data = build_report(args, with_trends=False)
+    print_table(data)
+    if args.markdown:
+        markdown.write(data, args.markdown)
+    if args.junit:
+        junit.write(data, args.junit)
+    return data.exit_code

@@ -1,0 +1,29 @@
+"""``mpiregress report``: the HTML page, Markdown summary and JUnit XML of a run against the history."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import paths
+from ..errors import OK
+from ..report import html, junit, markdown
+from .compare import add_gate_options, build_report
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write report.html, summary.md and junit.xml for a run and the history")
+    add_gate_options(p)
+    p.add_argument("--out-dir", type=Path, default=None, help="default: $MPIREGRESS_REPORTS_DIR or reports/")
+    p.add_argument("--gate", action="store_true", help="also exit with the gate's code (1 regression, 2 error)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    data = build_report(args, with_trends=True)
+    out = args.out_dir or paths.reports_dir()
+    written = [html.write(data, out / "report.html"), markdown.write(data, out / "summary.md"),
+               junit.write(data, out / "junit.xml")]
+    for path in written:
+        print(f"wrote {path}")
+    print(" ".join(f"{n} {k}" for k, n in data.counts.items() if n) + f"; gate exit code {data.exit_code}")
+    return data.exit_code if args.gate else OK

@@ -1,0 +1,105 @@
+"""Reports of a run judged against the history: one HTML page, a Markdown summary, a JUnit file.
+
+:func:`build` gathers everything once (gate verdicts, cross-method findings,
+baseline-quality findings, change points, the series' trends); the writers in
+``html``, ``markdown`` and ``junit`` only present it. The HTML page is one
+self-contained file: figures are embedded PNGs, styles inline, no external URL.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Mapping, Optional, Sequence
+
+from .. import consistency
+from ..baselines import Baselines
+from ..changepoint import ChangePoint, series_changepoints
+from ..consistency import Finding
+from ..gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
+from ..history import History, RunPoint, SeriesKey
+from ..results import Result
+
+# How much history a report draws: two years of weekly runs.
+TREND_RUNS = 104
+
+
+@dataclass
+class ReportData:
+    """Everything a report shows, computed once."""
+
+    results: list[Result]
+    verdicts: list[Verdict]
+    findings: list[Finding]
+    baseline_findings: list[Finding]
+    changes: dict[SeriesKey, list[ChangePoint]]
+    trends: dict[SeriesKey, list[RunPoint]]
+    baselines: dict[str, Baselines]
+    config: GateConfig
+    results_source: str = ""
+    history_source: str = ""
+    history_runs: int = 0
+    generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.verdicts)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return counts(self.verdicts)
+
+    @property
+    def status(self) -> str:
+        code = self.exit_code
+        return {0: "pass", 1: "regression", 2: "error"}.get(code, "error")
+
+    def systems(self) -> list[tuple[str, str]]:
+        """(system, partition) pairs shown, from the results and the history's series."""
+        pairs = {(r.system, r.partition) for r in self.results} | {k[:2] for k in self.trends}
+        return sorted(pairs)
+
+    def commits(self) -> list[str]:
+        return sorted({r.commit for r in self.results if r.commit})
+
+    def pipelines(self) -> list[str]:
+        return sorted({r.pipeline for r in self.results if r.pipeline})
+
+
+def build(results: Sequence[Result], history: Optional[History], baselines: Mapping[str, Optional[Baselines]],
+          config: GateConfig = GateConfig(), results_source: str = "", history_source: str = "",
+          exclude_run: Optional[str] = None, with_trends: bool = True) -> ReportData:
+    """Judge ``results`` and gather the history a report needs (series of the results' systems).
+
+    ``with_trends=False`` (the MR gate) reads only the series of ``results`` and skips
+    the change-point scan.
+    """
+    books = {s: b for s, b in baselines.items() if b is not None}
+    verdicts = judge(results, history, baselines, config, exclude_run=exclude_run)
+    systems = {r.system for r in results}
+    trends: dict[SeriesKey, list[RunPoint]] = {}
+    changes: dict[SeriesKey, list[ChangePoint]] = {}
+    notes: list[str] = []
+    runs_count = 0
+    if history is not None:
+        runs_count = sum(1 for run in history.runs() if run.accepted)
+        keys = history.series_keys() if with_trends else sorted({r.key() for r in results})
+        for key in keys:
+            if systems and key[0] not in systems:
+                continue
+            runs = history.series_runs(key, last=TREND_RUNS, exclude_run=exclude_run)
+            if runs:
+                trends[key] = runs
+                found = series_changepoints(key, runs) if with_trends else []
+                if found:
+                    changes[key] = found
+    else:
+        notes.append("No history was given: verdicts fall back to the baselines files, and there are no trends.")
+    noise = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}
+    noise = {k: v for k, v in noise.items() if v is not None}
+    values = consistency.method_values(results)
+    return ReportData(results=list(results), verdicts=verdicts, findings=consistency.check(values, noise),
+                      baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
+                      changes=changes, trends=trends, baselines=books, config=config,
+                      results_source=results_source, history_source=history_source, history_runs=runs_count,
+                      notes=notes)

@@ -1,0 +1,175 @@
+"""The report's figures, as base64 PNG strings ready for ``<img src="data:image/png;base64,...">``.
+
+Figures are drawn on bare ``matplotlib.figure.Figure`` objects (no pyplot state, no
+display backend), so reports render the same in CI, in a test and on a laptop.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import statistics
+from datetime import datetime, timedelta, timezone
+from typing import Mapping, Optional, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..baselines import Baselines
+from ..changepoint import ChangePoint
+from ..gate import Verdict, format_value
+from ..history import RunPoint, SeriesKey
+from ..names import METHODS, METRICS, PLACEMENTS
+from ..results import Result
+
+METHOD_COLOURS = {"source": "#1f77b4", "spack": "#ff7f0e", "easybuild": "#2ca02c", "eessi": "#9467bd"}
+VERDICT_EDGE = {"regression": "#d62728", "error": "#d62728", "noisy": "#bcbd22", "improvement": "#17becf"}
+DPI = 80
+
+
+def _png(fig: Figure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _label(metric: str) -> str:
+    m = METRICS[metric]
+    better = "higher is better" if m.higher_is_better else "lower is better"
+    return f"{metric} ({m.unit}), {m.benchmark} {m.message_size} B; {better}"
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time as stored in results and the history (a trailing Z allowed)."""
+    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+_time = parse_time
+
+
+def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], system: str, partition: str) -> str:
+    """Grouped bars, placement x method, for latency and bandwidth of one system/partition (as in seed 000)."""
+    fig = Figure(figsize=(13, 4.2))
+    axes = fig.subplots(1, 2)
+    for ax, metric in zip(axes, METRICS):
+        values: dict[tuple[str, str], list[float]] = {}
+        for r in results:
+            if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail") \
+                    and r.message_size == METRICS[metric].message_size:
+                values.setdefault((r.placement, r.method), []).extend(
+                    r.samples or ([r.value] if r.value is not None else []))
+        placements = [p for p in PLACEMENTS if any(k[0] == p for k in values)]
+        methods = [m for m in METHODS if any(k[1] == m for k in values)]
+        width = 0.8 / max(len(methods), 1)
+        for j, method in enumerate(methods):
+            for i, placement in enumerate(placements):
+                samples = values.get((placement, method))
+                if not samples:
+                    continue
+                centre = statistics.median(samples)
+                x = i + (j - (len(methods) - 1) / 2) * width
+                verdict = verdicts.get((system, partition, method, placement, metric))
+                edge = VERDICT_EDGE.get(verdict.verdict) if verdict else None
+                ax.bar(x, centre, width * 0.92, color=METHOD_COLOURS[method], edgecolor=edge or "none",
+                       linewidth=2.5 if edge else 0, hatch="//" if verdict and verdict.gates else None)
+                if len(samples) > 1:
+                    ax.plot([x, x], [min(samples), max(samples)], color="black", linewidth=1)
+                if verdict and verdict.reference is not None:
+                    ax.plot([x - width * 0.45, x + width * 0.45], [verdict.reference] * 2, color="black",
+                            linewidth=1.5, linestyle=":")
+                ax.annotate(format_value(centre), (x, centre), ha="center", va="bottom", fontsize=7, rotation=90,
+                            xytext=(0, 2), textcoords="offset points")
+        ax.set_xticks(range(len(placements)), placements)
+        ax.set_ylabel(_label(metric), fontsize=8)
+        ax.set_title(f"{system}/{partition}: {metric}")
+        ax.margins(y=0.18)
+        if not placements:
+            ax.text(0.5, 0.5, "no measured values", ha="center", va="center", transform=ax.transAxes)
+    handles = [Patch(color=METHOD_COLOURS[m], label=m) for m in METHODS]
+    handles += [Line2D([], [], color="black", linestyle=":", label="reference (history median or baseline)"),
+                Patch(facecolor="white", edgecolor=VERDICT_EDGE["regression"], hatch="//", label="regression / error"),
+                Patch(facecolor="white", edgecolor=VERDICT_EDGE["improvement"], label="improvement (stale reference)"),
+                Patch(facecolor="white", edgecolor=VERDICT_EDGE["noisy"], label="noisy")]
+    fig.legend(handles=handles, loc="lower center", ncol=8, fontsize=8, bbox_to_anchor=(0.5, -0.06))
+    return _png(fig)
+
+
+def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, Sequence[RunPoint]],
+           changes: Mapping[SeriesKey, Sequence[ChangePoint]], baselines: Optional[Baselines],
+           current: Mapping[SeriesKey, float], now: Optional[datetime] = None) -> str:
+    """Run medians over time, one panel per placement, with change points, baseline bands and this run."""
+    placements = [p for p in PLACEMENTS if any(k[:2] == (system, partition) and k[3] == p and k[4] == metric
+                                               for k in [*series, *current])]
+    cols = 2
+    rows = max(1, (len(placements) + 1) // 2)
+    fig = Figure(figsize=(13, 3.3 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, placement in zip(axes, placements):
+        for method in METHODS:
+            key = (system, partition, method, placement, metric)
+            colour = METHOD_COLOURS[method]
+            runs = series.get(key, ())
+            if runs:
+                times = [_time(r.time) for r in runs]
+                ax.plot(times, [r.median for r in runs], marker="o", markersize=2.5, linewidth=1, color=colour)
+            ref = baselines.lookup(partition, method, placement, metric) if baselines else None
+            if ref is not None:
+                ax.axhspan(min(ref.value, ref.limit()), max(ref.value, ref.limit()), color=colour, alpha=0.10)
+                ax.axhline(ref.limit(), color=colour, linewidth=0.8, linestyle="--", alpha=0.7)
+            for cp in changes.get(key, ()):
+                t = _time(cp.run_after.time)
+                ax.axvline(t, color="#d62728" if cp.worse else "#2ca02c", linestyle="--", linewidth=1)
+                ax.annotate(f"{cp.change:+.0%} {cp.commits[-7:]}", (t, 1.0), xycoords=("data", "axes fraction"),
+                            fontsize=7, rotation=90, va="top", ha="right", color="#333333")
+            if key in current:
+                when = now or (_time(runs[-1].time) + timedelta(days=7) if runs else datetime.now(timezone.utc))
+                ax.plot([when], [current[key]], marker="*", markersize=11, color=colour,
+                        markeredgecolor="black", linestyle="none")
+        ax.set_title(f"{placement}", fontsize=10)
+        ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7, rotation=30)
+    for ax in axes[len(placements):]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color=METHOD_COLOURS[m], marker="o", label=m) for m in METHODS]
+    handles += [Line2D([], [], color="grey", linestyle="--", label="baseline limit (band shaded)"),
+                Line2D([], [], color="#d62728", linestyle="--", label="change point, worse"),
+                Line2D([], [], color="#2ca02c", linestyle="--", label="change point, better"),
+                Line2D([], [], color="grey", marker="*", markersize=10, linestyle="none", label="this run")]
+    fig.suptitle(f"{system}/{partition}: {_label(metric)}", fontsize=11)
+    fig.legend(handles=handles, loc="lower center", ncol=8, fontsize=8, bbox_to_anchor=(0.5, -0.04))
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    return _png(fig)
+
+
+def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) -> Optional[str]:
+    """Value vs message size per method, one panel per placement; None when there is no sweep."""
+    data: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in results:
+        if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail"):
+            values = r.samples or ([r.value] if r.value is not None else [])
+            if values:
+                data.setdefault((r.placement, r.method), {}).setdefault(r.message_size, []).extend(values)
+    if not any(len(sizes) > 1 for sizes in data.values()):
+        return None
+    placements = [p for p in PLACEMENTS if any(k[0] == p for k in data)]
+    fig = Figure(figsize=(13, 3.4))
+    axes = fig.subplots(1, len(placements), squeeze=False).ravel()
+    for ax, placement in zip(axes, placements):
+        for method in METHODS:
+            sizes = data.get((placement, method))
+            if not sizes or len(sizes) < 2:
+                continue
+            xs = sorted(sizes)
+            ax.plot(xs, [statistics.median(sizes[x]) for x in xs], marker=".", color=METHOD_COLOURS[method],
+                    label=method)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.axvline(METRICS[metric].message_size, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(placement, fontsize=10)
+        ax.set_xlabel("message size (B)", fontsize=8)
+        ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{system}/{partition}: {metric} vs message size (dotted: the gated size)", fontsize=11)
+    fig.tight_layout()
+    return _png(fig)

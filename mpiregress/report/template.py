@@ -1,0 +1,102 @@
+"""The Jinja2 template of the HTML report.
+
+Kept as a Python string, not a ``.j2`` file, so it ships with the package without
+package-data configuration. Everything is inline: styles, and figures as data URIs.
+"""
+
+TEMPLATE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>MPI performance report: {{ data.status }}</title>
+<style>
+ body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px auto; max-width: 1320px; color: #222; }
+ h1 { margin-bottom: 4px; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 36px; }
+ .meta { color: #555; font-size: 0.9em; }
+ .status { display: inline-block; padding: 4px 14px; border-radius: 4px; color: white; font-weight: bold; }
+ .s-pass { background: #2e7d32; } .s-regression { background: #c62828; } .s-error { background: #6a1b9a; }
+ .chips span { display: inline-block; margin: 4px 6px 4px 0; padding: 3px 10px; border-radius: 12px; font-size: 0.9em; }
+ .v-regression { background: #ffcdd2; } .v-error { background: #e1bee7; } .v-noisy { background: #fff9c4; }
+ .v-improvement { background: #b2ebf2; } .v-skip { background: #eeeeee; } .v-pass { background: #c8e6c9; }
+ table { border-collapse: collapse; width: 100%; font-size: 0.86em; margin: 8px 0 16px; }
+ th, td { border: 1px solid #ddd; padding: 4px 6px; text-align: left; vertical-align: top; }
+ th { background: #f5f5f5; } td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+ img { max-width: 100%; display: block; margin: 8px 0 20px; }
+ .note { background: #fff8e1; border-left: 4px solid #ffb300; padding: 8px 12px; margin: 8px 0; }
+ .empty { color: #666; font-style: italic; }
+ ul.findings li { margin-bottom: 4px; }
+ details summary { cursor: pointer; font-weight: bold; margin: 8px 0; }
+</style>
+</head>
+<body>
+<h1>MPI performance report <span class="status s-{{ data.status }}">{{ data.status }}</span></h1>
+<div class="meta">
+ Generated {{ data.generated }} ·
+ results {{ data.results_source or "—" }} (commit {{ data.commits()|join(", ") or "—" }}, pipeline {{ data.pipelines()|join(", ") or "—" }}) ·
+ history {{ data.history_source or "none" }} ({{ data.history_runs }} accepted runs) ·
+ gate exit code {{ data.exit_code }}
+</div>
+<div class="chips">
+{% for name, n in data.counts.items() if n %}<span class="v-{{ name }}">{{ n }} {{ name }}</span>{% endfor %}
+</div>
+{% for note in data.notes %}<div class="note">{{ note }}</div>{% endfor %}
+
+<h2>Needs a look</h2>
+{% set attention = data.verdicts|rejectattr("verdict", "in", ["pass", "skip"])|list %}
+{% if attention %}
+{{ verdict_table(attention) }}
+{% else %}<p class="empty">Every series passed (or was skipped with a reason).</p>{% endif %}
+
+<h2>Builds that disagree (cross-method consistency)</h2>
+<p class="meta">All builds use one toolchain, so on the same placement they should agree within run-to-run noise.</p>
+{% if data.findings %}<ul class="findings">{% for f in data.findings %}<li>{{ f.sentence() }}</li>{% endfor %}</ul>
+{% else %}<p class="empty">All build methods agree within the noise.</p>{% endif %}
+
+<h2>Baselines to revisit</h2>
+{% if data.baseline_findings %}<ul class="findings">{% for f in data.baseline_findings %}<li>{{ f.sentence() }}</li>{% endfor %}</ul>
+{% else %}<p class="empty">No baseline band is far looser than what the best build achieves, and none is out of every build's reach.</p>{% endif %}
+
+<h2>Change points in the history</h2>
+{% if changes %}
+<table><tr><th>series</th><th>from run</th><th>date</th><th>before</th><th>after</th><th>change</th><th>commits</th><th>toolchain</th></tr>
+{% for cp in changes %}<tr class="{{ 'v-regression' if cp.worse else 'v-improvement' }}">
+<td>{{ cp.key[0] }}/{{ cp.key[1] }} {{ cp.key[2:]|join(" ") }}</td><td>{{ cp.run_after.run_id }}</td><td>{{ cp.run_after.time[:10] }}</td>
+<td class="num">{{ cp.before|fv }}</td><td class="num">{{ cp.after|fv }}</td>
+<td class="num">{{ "%+.1f%%"|format(cp.change * 100) }}</td><td>{{ cp.commits }}</td>
+<td>{{ cp.run_before.toolchain ~ " → " ~ cp.run_after.toolchain if cp.toolchain_changed else cp.run_after.toolchain }}</td></tr>
+{% endfor %}</table>
+{% elif data.trends %}<p class="empty">No lasting shift in any series (PELT, L1 cost, on log run medians).</p>
+{% else %}<p class="empty">No history, so no change-point scan.</p>{% endif %}
+
+<h2>This run: placement × build method</h2>
+{% for fig in bar_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+
+<h2>Latency and bandwidth vs message size</h2>
+{% if sweep_figures %}
+{% for fig in sweep_figures %}<img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+{% else %}<p class="note">No message-size sweep in these results: only {{ sizes }} were measured, so there is no curve to draw. Run the checks with a size sweep to see one.</p>{% endif %}
+
+<h2>Trends</h2>
+{% if trend_figures %}
+<p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run.</p>
+{% for fig in trend_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+{% else %}<p class="empty">No accepted history yet: nothing to trend.</p>{% endif %}
+
+<h2>All series</h2>
+<details><summary>{{ data.verdicts|length }} series</summary>
+{{ verdict_table(data.verdicts) }}
+</details>
+
+<h2>How verdicts are made</h2>
+<p>Each series (system, partition, method, placement, metric) is judged on the median of its k ≥ {{ data.config.min_samples }} new samples against the median of the last {{ data.config.last_runs }} accepted (scheduled or merged) runs. The band is max({{ data.config.z }} × the robust run-to-run noise (MAD of consecutive run medians, last {{ data.config.noise_runs }} runs), 3 %), one-sided: only the hurting side fails (<b>regression</b>); beyond the band on the good side is an <b>improvement</b>, meaning the history or baseline is stale. A series whose band would exceed {{ "%.0f%%"|format(data.config.max_band * 100) }}, or whose new samples scatter far more than its history, is <b>noisy</b>. With fewer than {{ data.config.min_runs }} accepted runs the baselines file's band is used, and the verdict says so. Only regression and error fail the pipeline.</p>
+</body>
+</html>
+"""
+
+VERDICT_TABLE = r"""<table><tr><th>verdict</th><th>system/partition</th><th>method</th><th>placement</th><th>metric</th><th>new (median)</th><th>k</th><th>reference</th><th>change (+ worse)</th><th>band</th><th>basis</th><th>why</th></tr>
+{% for v in verdicts %}<tr class="v-{{ v.verdict }}"><td>{{ v.verdict }}</td><td>{{ v.key[0] }}/{{ v.key[1] }}</td><td>{{ v.key[2] }}</td><td>{{ v.key[3] }}</td><td>{{ v.key[4] }}</td>
+<td class="num">{{ "—" if v.value is none else (v.value|fv) ~ " " ~ v.unit }}</td><td class="num">{{ v.samples }}</td>
+<td class="num">{{ "—" if v.reference is none else v.reference|fv }}</td>
+<td class="num">{{ "—" if v.effect is none else "%+.1f%%"|format(v.effect * 100) }}</td>
+<td class="num">{{ "—" if v.band is none else "%.1f%%"|format(v.band * 100) }}</td><td>{{ v.basis }} ({{ v.history_runs }} runs)</td><td>{{ v.reason }}</td></tr>
+{% endfor %}</table>"""

@@ -1,0 +1,124 @@
+"""The Spack build method: not available here (a real exit 4), and the spec.json ->
+manifest translation on spec files modelled on Spack's formats 4 (0.20-0.23) and 5 (1.x)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mpiregress import manifest as manifest_mod
+from mpiregress import toolchain
+from mpiregress.builds import BuildOptions
+from mpiregress.builds.spack import environment_for, manifest_from_spec
+from mpiregress.errors import InputError
+from mpiregress.paths import REPO_ROOT
+
+DATA = Path(__file__).parent / "data"
+PREFIX = ("/home/users/ci/mpiregress/var/install/spack/broadwell/opt/linux-rhel8-broadwell/gcc-13.2.0/"
+          "osu-micro-benchmarks-7.2-mq6knhvfgobu24bmrzhkdnzp5eprpwwn")
+
+
+@pytest.fixture(scope="module")
+def tc() -> toolchain.Toolchain:
+    return toolchain.load(REPO_ROOT / "toolchains" / "2023b.yaml")
+
+
+def spec(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def options(tmp_path: Path, **kw) -> BuildOptions:
+    base = dict(method="spack", toolchain_file=REPO_ROOT / "toolchains" / "2023b.yaml", target="broadwell",
+                manifest_dir=tmp_path / "manifests", install_root=tmp_path / "install")
+    base.update(kw)
+    return BuildOptions(**base)
+
+
+def test_build_is_not_available_on_this_machine(tmp_path: Path):
+    if shutil.which("spack"):
+        pytest.skip("Spack is installed here: the not-available path cannot be observed")
+    proc = subprocess.run([sys.executable, "-m", "mpiregress", "build", "--method", "spack", "--system", "iris",
+                           "--partition", "broadwell", "--manifest-dir", str(tmp_path / "m"),
+                           "--install-root", str(tmp_path / "i")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4, proc.stderr
+    assert "Spack is not available on this machine: no 'spack' command on PATH" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "m").exists()   # skipped means no manifest, never a fake one
+
+
+def test_manifest_from_spec_format_4(tc, tmp_path: Path):
+    m = manifest_from_spec(spec("spack_osu_spec_v4_broadwell.json"), PREFIX, tc, env_name="iris-broadwell",
+                           system="iris", partition="broadwell")
+    assert (m.method, m.target, m.osu_version, m.toolchain) == ("spack", "broadwell", "7.2", "2023b")
+    assert m.compiler == {"name": "gcc", "version": "13.2.0"}
+    assert m.mpi == {"name": "openmpi", "version": "4.1.6"}
+    assert m.flags == "-march=broadwell -mtune=broadwell"
+    assert m.bin_dir == f"{PREFIX}/libexec/osu-micro-benchmarks/mpi"
+    assert m.binary("osu_latency") == Path(PREFIX) / "libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency"
+    assert m.extra["spack_hash"] == "mq6knhvfgobu24bmrzhkdnzp5eprpwwn"
+    assert m.extra["specfile_version"] == 4
+    assert m.extra["mpi_variants"]["fabrics"] == ["ucx"] and m.extra["mpi_variants"]["schedulers"] == ["slurm"]
+    assert m.extra["mpi_variants"]["internal-pmix"] is False
+    assert m.notes == []
+    # What a check will read back.
+    back = manifest_mod.read(manifest_mod.write(m, tmp_path))
+    assert back.target == "broadwell" and back.extra["spack_env"] == "iris-broadwell"
+
+
+def test_manifest_from_spec_format_5_compiler_as_a_dependency(tc):
+    m = manifest_from_spec(spec("spack_osu_spec_v5_zen2.json"), "/opt/osu", tc, env_name="aion-zen2")
+    assert m.target == "zen2" and m.flags == "-march=znver2 -mtune=znver2"
+    assert m.compiler == {"name": "gcc", "version": "13.2.0"}
+    assert m.mpi == {"name": "openmpi", "version": "4.1.6"}
+    assert m.extra["specfile_version"] == 5
+
+
+def test_a_different_openmpi_is_recorded_with_a_note(tc):
+    data = spec("spack_osu_spec_v4_broadwell.json")
+    for node in data["spec"]["nodes"]:
+        if node["name"] == "openmpi":
+            node["version"] = "5.0.5"
+    m = manifest_from_spec(data, "/opt/osu", tc)
+    assert m.mpi["version"] == "5.0.5"
+    assert any("openmpi 5.0.5" in note and "not a 2023b build" in note for note in m.notes)
+
+
+def test_spec_files_that_are_not_osu_are_refused(tc):
+    with pytest.raises(InputError, match="no spec.nodes"):
+        manifest_from_spec({"nodes": []}, "/opt/x", tc)
+    data = spec("spack_osu_spec_v4_broadwell.json")
+    data["spec"]["nodes"] = [n for n in data["spec"]["nodes"] if n["name"] != "osu-micro-benchmarks"]
+    with pytest.raises(InputError, match="not osu-micro-benchmarks"):
+        manifest_from_spec(data, "/opt/x", tc)
+
+
+def test_environment_for_partitions(tc, tmp_path: Path):
+    assert environment_for(options(tmp_path, system="iris", partition="broadwell"), tc).name == "iris-broadwell"
+    assert environment_for(options(tmp_path, target="skylake_avx512", system="iris", partition="skylake"),
+                           tc).name == "iris-skylake"
+    assert environment_for(options(tmp_path, target="zen2"), tc).name == "aion-zen2"
+    with pytest.raises(InputError, match="no Spack environment builds target haswell"):
+        environment_for(options(tmp_path, target="haswell"), tc)
+    with pytest.raises(InputError, match="has no spack.yaml"):
+        environment_for(options(tmp_path, spack_env=tmp_path), tc)
+
+
+@pytest.mark.parametrize("env", ["iris-broadwell", "iris-skylake", "aion-zen2"])
+def test_spack_envs_follow_spacks_format(env, tc):
+    """Structure Spack requires of an environment used by `spack ci generate` (its own
+    schemas are checked against these files by hand; see the report)."""
+    data = yaml.safe_load((REPO_ROOT / "spack-envs" / env / "spack.yaml").read_text())["spack"]
+    assert set(data) <= {"specs", "packages", "concretizer", "view", "mirrors", "ci", "config", "definitions"}
+    assert "buildcache-destination" in data["mirrors"]
+    sections = data["ci"]["pipeline-gen"]
+    for section in sections:   # each item is exactly one kind of section
+        assert len(set(section) - {"match_behavior"}) == 1
+    submaps = [s for s in sections if "submapping" in s]
+    assert submaps and all(set(e) <= {"match", "build-job", "build-job-remove"}
+                           for s in submaps for e in s["submapping"])
+    assert any(s.get("build-job", {}).get("tags") for s in sections)   # the fallback
