@@ -126,6 +126,24 @@ def _pid_alive(pid: int, executable: str) -> bool:
     return os.path.basename(argv0) == executable
 
 
+def _not_searchable_by(folder: Path, user: pwd.struct_passwd) -> Optional[Path]:
+    """The first existing folder on the way to ``folder`` that ``user`` may not enter, or None."""
+    for path in reversed([folder, *folder.parents]):
+        try:
+            st = path.stat()
+        except OSError:
+            break  # not created yet: we create it, world-searchable
+        if st.st_uid == user.pw_uid:
+            allowed = st.st_mode & 0o100
+        elif st.st_gid == user.pw_gid:
+            allowed = st.st_mode & 0o010
+        else:
+            allowed = st.st_mode & 0o001
+        if not allowed:
+            return path
+    return None
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -260,6 +278,12 @@ class LocalCluster:
             pwd.getpwnam("munge")
         except KeyError:
             raise InfrastructureError(f"there is no 'munge' user on this host; {SETUP_HINT}") from None
+        blocked = _not_searchable_by(self.state_dir.parent, pwd.getpwnam("munge"))
+        if blocked:
+            raise InfrastructureError(
+                f"munged runs as the munge user and cannot reach {self.state_dir}: {blocked} is "
+                f"closed to other users; choose a --state-dir whose parent folders others may enter "
+                f"(e.g. under /tmp or the repository's var/)")
         if len(str(self.munge_socket)) > MAX_SOCKET_PATH:
             raise InfrastructureError(f"the state folder {self.state_dir} is too deep for a unix "
                                       f"socket path; choose a shorter --state-dir")
@@ -268,6 +292,8 @@ class LocalCluster:
         """Fresh folders, a munge key and the rendered slurm.conf with free ports."""
         # A cold start is a fresh cluster: stale node states and job records from an
         # earlier run (with other ports) must not leak into this one.
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.chmod(0o755)  # munged (as munge) must pass through it to its folder
         for sub in ("spool", "run", "log", "tmp"):
             shutil.rmtree(self.state_dir / sub, ignore_errors=True)
         for sub in ("etc", "run", "log", "spool/slurmctld", *(f"spool/slurmd-{n}" for n in NODES),

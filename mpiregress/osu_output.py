@@ -22,6 +22,7 @@ _SIGNAL_PATTERNS = (
     re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,\-]+): (?P<name>[A-Z][\w ]*?)(?: \(core dumped\))?$", re.M),
 )
 _NEEDS_TWO = "This test requires exactly two processes"
+_CANCELLED = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)(?P<limit> DUE TO TIME LIMIT)?")
 
 
 class OsuOutputError(ValueError):
@@ -126,6 +127,10 @@ def failure_reason(text: str) -> Optional[str]:
             return (f"rank {death.rank} on {death.node} died of an illegal instruction (SIGILL, signal 4): "
                     "the binary uses instructions this node's CPU does not have")
         return f"rank {death.rank} on {death.node} died: {death.name}"
+    cancelled = _CANCELLED.search(text)
+    if cancelled and cancelled.group("limit"):
+        return (f"Slurm killed the {cancelled.group('what').lower()} at its time limit "
+                f"({cancelled.group('at')} on {cancelled.group('node')}): the benchmark did not finish")
     if _NEEDS_TWO in text:
         return "the benchmark needs exactly two MPI processes and was started with another number"
     return None

@@ -7,6 +7,8 @@ it, and it is stopped (by the PIDs in its pid files) when the session ends.
 from __future__ import annotations
 
 import shutil
+import tempfile
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -19,7 +21,7 @@ _TEST_TOOLS = ("srun", "sbatch", "mpicc")
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def local_cluster() -> Iterator[LocalCluster]:
     """A started LocalCluster (munged, slurmctld, slurmd node1/node2) for the whole session.
 
     Fails (never skips) when Slurm, munge or OpenMPI are not installed: the
@@ -30,7 +32,10 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         pytest.fail(f"the local Slurm cluster cannot run: {', '.join(missing)} not found; run the "
                     f"project's setup script (it installs slurm-wlm, munge, openmpi-bin, "
                     f"libopenmpi-dev, hwloc)", pytrace=False)
-    cluster = LocalCluster(tmp_path_factory.mktemp("local-cluster"))
+    # Not under pytest's basetemp: that is closed to other users, and munged runs as
+    # the munge user. A short path also keeps the unix socket paths within limits.
+    state_dir = Path(tempfile.mkdtemp(prefix="mpiregress-lc-", dir="/tmp"))
+    cluster = LocalCluster(state_dir)
     try:
         try:
             cluster.start()
@@ -39,3 +44,4 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)

@@ -185,3 +185,12 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, expected, tmp_
     for fragment in expected:
         assert fragment in scripts
     assert "mpiregress guard --build-target" in scripts
+
+
+def test_osu_output_without_data_row_fails_sanity_although_osu_exits_0(pipeline, tmp_path):
+    done = mpiregress(pipeline, "--methods", "source", "--metrics", "bandwidth", "--placements", "same_numa",
+                      *FAST, report_dir=tmp_path, extra_env={"OSU_DOUBLE_UNPARSABLE_SIZES": "1"})
+    assert done.returncode == 2, done.stdout[-2000:]
+    r = results(tmp_path)[("same_numa", "bandwidth")]
+    assert r["status"] == "error" and r["value"] is None
+    assert "printed its header but no data row" in r["reason"]

@@ -95,3 +95,11 @@ def test_failed_validation_is_a_failure():
 
 def test_clean_output_has_no_failure_reason():
     assert osu_output.failure_reason(read("osu_latency.txt")) is None
+
+
+def test_slurm_time_limit_reads_as_a_timeout():
+    text = "slurmstepd: error: *** JOB 42 ON node1 CANCELLED AT 2026-11-22T05:00:00 DUE TO TIME LIMIT ***\n"
+    reason = osu_output.failure_reason(text)
+    assert reason.startswith("Slurm killed the job at its time limit") and "node1" in reason
+    with pytest.raises(osu_output.OsuOutputError, match="time limit"):
+        osu_output.parse(text)

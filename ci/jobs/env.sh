@@ -74,6 +74,17 @@ export PYTHONPATH="$MPIREGRESS_CHECKOUT${PYTHONPATH:+:$PYTHONPATH}"
 
 mpiregress() { "$MPIREGRESS_PYTHON" -m mpiregress "$@"; }
 
+# mpiregress_merge_results OUT FILE...: one results.json holding the records of several (the
+# partitions of a system), for the per-system compare and report.
+mpiregress_merge_results() {
+    local out=$1; shift
+    mkdir -p "$(dirname "$out")"
+    "$MPIREGRESS_PYTHON" -c 'import json, sys
+rows = [r for f in sys.argv[2:] for r in json.load(open(f))]
+json.dump(rows, open(sys.argv[1], "w"), indent=1)
+print(f"merged {len(rows)} results of {len(sys.argv) - 2} file(s) into {sys.argv[1]}")' "$out" "$@"
+}
+
 # -- the project's paths (mpiregress/paths.py), inside the job's folder unless the site says otherwise
 export MPIREGRESS_MANIFEST_DIR="$MPIREGRESS_CHECKOUT/var/manifests"
 export MPIREGRESS_REPORTS_DIR="$MPIREGRESS_CHECKOUT/reports"

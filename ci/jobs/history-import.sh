@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# History job (weekly schedule and merges only): record the run jobs' results of
-# $MPIREGRESS_SYSTEM in the SQLite history ($MPIREGRESS_HISTORY_DB), as accepted reference
-# runs. The pipeline serializes these jobs (resource_group mpiregress-history).
+# History job (weekly schedule and merges only): record the results of $MPIREGRESS_SYSTEM's
+# partitions in the SQLite history ($MPIREGRESS_HISTORY_DB) as accepted reference runs
+# (kind schedule or merge), one run per partition. Re-importing the same file is a no-op.
+# The pipeline runs one such job at a time (resource_group mpiregress-history).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 : "${MPIREGRESS_SYSTEM:?}"
@@ -18,4 +19,4 @@ if [ ${#results[@]} -eq 0 ]; then
     exit 2
 fi
 mkdir -p "$(dirname "$MPIREGRESS_HISTORY_DB")"
-mpiregress history import --history "$MPIREGRESS_HISTORY_DB" --kind "$kind" "${results[@]}"
+mpiregress history import --db "$MPIREGRESS_HISTORY_DB" --kind "$kind" "${results[@]}"

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Report job: HTML (with plots) + Markdown + JUnit for one system, from the run jobs' results
-# and the compare verdicts (artifacts), into reports/report-<system>/ (exposed in the MR).
-# Runs after a failed run too: the report shows everything that did run.
+# Report job: report.html (plots), summary.md and junit.xml for one system, from its
+# partitions' results (run jobs' artifacts) and the history, into reports/report-<system>/
+# (exposed in the MR; the JUnit feeds the MR's test widget). Runs after a failed run too:
+# the report shows everything that did run. It does not gate (run and compare do).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 : "${MPIREGRESS_SYSTEM:?}"
 
-shopt -s nullglob
-results=("$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM"-*/results.json)
-compare=("$MPIREGRESS_REPORTS_DIR"/compare/"$MPIREGRESS_SYSTEM"-*.json)
 out="$MPIREGRESS_REPORTS_DIR/report-$MPIREGRESS_SYSTEM"
 mkdir -p "$out"
-args=()
-for f in "${results[@]}"; do args+=(--results "$f"); done
-for f in "${compare[@]}"; do args+=(--compare "$f"); done
+shopt -s nullglob
+results=("$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM"-*/results.json)
 if [ ${#results[@]} -eq 0 ]; then
-    echo "report: no results.json reached this job (the run jobs failed before measuring); the report says so" >&2
+    msg="no results.json reached the report of $MPIREGRESS_SYSTEM: its run jobs failed before measuring (see their logs)"
+    echo "report: $msg" >&2
+    printf '# MPI regression: %s\n\n%s.\n' "$MPIREGRESS_SYSTEM" "$msg" > "$out/summary.md"
+    exit 2
 fi
-mpiregress report "${args[@]}" --history "$MPIREGRESS_HISTORY_DB" --output "$out" \
-    --title "MPI regression $MPIREGRESS_SYSTEM, pipeline ${CI_PIPELINE_ID:-local} (${CI_COMMIT_SHORT_SHA:-})"
+mpiregress_merge_results "$out/results.json" "${results[@]}"
+mpiregress report "$out/results.json" --db "$MPIREGRESS_HISTORY_DB" --out-dir "$out"

@@ -86,8 +86,9 @@ def _run_eb(args: Sequence[str], *, timeout: int = 600, prefix: Optional[Path] =
     """Run ``eb ARGS`` and capture its output; a BuildError quotes EasyBuild's last lines on failure."""
     cmd = [require_eb(), *args]
     if prefix is not None:
-        # Keeps EasyBuild's build/install/repository defaults away from the user's ~/.local/easybuild.
-        cmd.append(f"--prefix={prefix}")
+        # Keeps EasyBuild's build/install/repository defaults away from the user's ~/.local/easybuild,
+        # and the logs EasyBuild leaves behind on failure out of /tmp.
+        cmd += [f"--prefix={prefix}", f"--tmpdir={Path(prefix) / 'tmp'}", f"--tmp-logdir={Path(prefix) / 'logs'}"]
     try:
         proc = subprocess.run(cmd, env=eb_environment(env), stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=timeout)
@@ -194,7 +195,7 @@ def installpath_for(install_root: Path, target: str) -> Path:
 
 
 def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, sourcepaths: Sequence[Path],
-               jobs: int, rebuild: bool = False) -> list[str]:
+               jobs: int, rebuild: bool = False, logdir: Optional[Path] = None) -> list[str]:
     """The ``eb`` command line of a build (the same on a laptop, in CI and on the clusters).
 
     EasyBuild searches every ``sourcepaths`` entry and downloads into the first one
@@ -207,6 +208,8 @@ def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, so
         cmd.append("--sourcepath=" + ":".join(str(p) for p in dict.fromkeys(sourcepaths)))
     if rebuild:
         cmd.append("--rebuild")
+    if logdir is not None:
+        cmd.append(f"--tmp-logdir={logdir}")   # EasyBuild's own log of a failed build, next to ours
     return cmd
 
 
@@ -404,7 +407,7 @@ def build(options: BuildOptions) -> Manifest:
         easyconfig = _amended_easyconfig(easyconfig, workdir, tc.osu["sha256"], sha256)
     sourcepaths = [common.sources_cache_dir().resolve(), tarball.parent.resolve()]
     cmd = eb_command(eb, easyconfig, optarch=optarch, installpath=installpath, sourcepaths=sourcepaths,
-                     jobs=options.jobs, rebuild=rebuild)
+                     jobs=options.jobs, rebuild=rebuild, logdir=workdir / "eb-logs")
     log = workdir / "eb.log"
     _say(f"{shlex.join(cmd)} (log: {log})")
     workdir.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import OK
-from ..report import html, junit, markdown
+from ..report import junit, markdown
 from .compare import add_gate_options, build_report
 
 
@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..report import html   # matplotlib is only needed here, not by every mpiregress command
+
     data = build_report(args, with_trends=True)
     out = args.out_dir or paths.reports_dir()
     written = [html.write(data, out / "report.html"), markdown.write(data, out / "summary.md"),

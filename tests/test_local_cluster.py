@@ -1,0 +1,242 @@
+"""The `local` system: a real Slurm (munged, slurmctld, two slurmd nodes) on this host.
+
+Everything here runs the real daemons and a real OpenMPI program; nothing is mocked.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from mpiregress import cli
+from mpiregress.local_cluster import NODES, LocalCluster, _pid_alive, host_topology, slurm_reachable
+from mpiregress.microarch import host_target
+
+# One binary for both jobs: an Allreduce proves the ranks share one MPI_COMM_WORLD,
+# sched_getcpu() shows the binding the rank really got; with "sigill" rank 1
+# executes ud2 (SIGILL on x86) while rank 0 waits for it, as osu_latency would.
+MPI_SOURCE = r"""
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    int rank, size, sum, buf = 0;
+    const char *node = getenv("SLURMD_NODENAME");
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && strcmp(argv[1], "sigill") == 0) {
+        printf("rank %d up\n", rank);
+        fflush(stdout);
+        if (rank == 1) __builtin_trap();
+        if (rank == 0) MPI_Recv(&buf, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        printf("rank %d size %d sum %d node %s cpu %d\n", rank, size, sum, node ? node : "?", sched_getcpu());
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+RANK_LINE = re.compile(r"^rank (\d+) size (\d+) sum (\d+) node (\S+) cpu (\d+)$", re.M)
+# What --cpu-bind=verbose prints on stderr, one line per task, e.g.
+# "cpu-bind=MAP  - node1, task  1  1 [12345]: mask 0x2 set"
+BIND_LINE = re.compile(r"^cpu-bind=MAP\s+- (\S+), task\s+(\d+)\s+(\d+) \[\d+\]: mask (0x[0-9a-f]+) set$", re.M)
+
+
+def slurm_env(cluster: LocalCluster) -> dict[str, str]:
+    """Environment for Slurm clients of ``cluster``: no SLURM_* of an outer job, OpenMPI allowed as root."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def run(cluster: LocalCluster, argv: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=slurm_env(cluster), capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def het_step(binary: Path) -> list[str]:
+    """The cross-node step: one rank per fake node, each bound to its own CPU, one MPI_COMM_WORLD.
+
+    The second component sleeps 0.5 s after the program ends: Slurm before
+    24.05.4 (Debian 12 ships 22.05.8) can hang srun forever when both
+    components of a heterogeneous mpi/pmix step end at the same instant
+    (SchedMD ticket 16817, 'mpi/pmix fix race conditions with het jobs at step
+    start/end which could make srun to hang'); staggering the ends avoids it.
+    """
+    staggered = ["sh", "-c", '"$0" "$@"; rc=$?; sleep 0.5; exit $rc', str(binary)]
+    return ["srun", "--mpi=pmix", "-w", "node1", "-n1", "-c2", "--cpu-bind=verbose,map_cpu:0", str(binary),
+            ":", "-w", "node2", "-n1", "-c2", "--cpu-bind=verbose,map_cpu:1", *staggered]
+
+
+@pytest.fixture(scope="module")
+def mpi_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("mpi")
+    (folder / "ranks.c").write_text(MPI_SOURCE)
+    subprocess.run(["mpicc", "-O1", "-o", "ranks", "ranks.c"], cwd=folder, check=True,
+                   capture_output=True, text=True, timeout=120)
+    return folder / "ranks"
+
+
+def ranks(stdout: str) -> dict[int, dict]:
+    return {int(r): {"size": int(s), "sum": int(t), "node": n, "cpu": int(c)}
+            for r, s, t, n, c in RANK_LINE.findall(stdout)}
+
+
+@pytest.mark.slurm
+def test_cluster_is_up_with_all_daemons(local_cluster: LocalCluster) -> None:
+    status = local_cluster.status()
+    assert status["up"], status["message"]
+    assert set(status["daemons"]) == {"munged", "slurmctld", "slurmd-node1", "slurmd-node2"}
+    assert all(d["alive"] and d["pid"] for d in status["daemons"].values()), status["daemons"]
+    ok, said = slurm_reachable(local_cluster.client_env())
+    assert ok and "is UP" in said, said
+    conf = local_cluster.slurm_conf.read_text()
+    # The munge socket is our own, not the host's.
+    assert f"AuthInfo=socket={local_cluster.munge_socket}" in conf
+    assert local_cluster.munge_socket.is_socket()
+
+
+@pytest.mark.slurm
+def test_sinfo_shows_both_nodes_idle_with_features(local_cluster: LocalCluster) -> None:
+    out = run(local_cluster, ["sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T %f %c %X %Y %Z"])
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()}
+    assert set(rows) == set(NODES), out.stdout
+    topo = host_topology()
+    for node, (state, features, cpus, sockets, cores, threads) in rows.items():
+        assert state == "idle", f"{node} is {state}"
+        assert set(features.split(",")) == {host_target(), "local"}
+        assert (int(cpus), int(sockets), int(cores), int(threads)) == (
+            topo["cpus"], topo["sockets"], topo["cores_per_socket"], topo["threads_per_core"])
+
+
+@pytest.mark.slurm
+def test_srun_on_both_nodes(local_cluster: LocalCluster) -> None:
+    out = run(local_cluster, ["srun", "-N2", "-l", "sh", "-c", 'echo "$SLURMD_NODENAME $(hostname)"'])
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.split("\n")[:-1])
+    host = socket.gethostname()
+    assert lines == [f"0: node1 {host}", f"1: node2 {host}"], out.stdout
+
+
+@pytest.mark.slurm
+def test_start_again_changes_nothing(local_cluster: LocalCluster) -> None:
+    before = {k: d["pid"] for k, d in local_cluster.status()["daemons"].items()}
+    conf_before = local_cluster.slurm_conf.read_text()
+    assert local_cluster.start() is False
+    assert {k: d["pid"] for k, d in local_cluster.status()["daemons"].items()} == before
+    assert local_cluster.slurm_conf.read_text() == conf_before
+
+
+@pytest.mark.slurm
+def test_two_mpi_ranks_on_one_node_bound_to_cpus_0_and_1(local_cluster: LocalCluster, mpi_binary: Path) -> None:
+    out = run(local_cluster, ["srun", "--mpi=pmix", "-N1", "-n2", "--cpu-bind=verbose,map_cpu:0,1", str(mpi_binary)])
+    assert out.returncode == 0, out.stderr
+    got = ranks(out.stdout)
+    assert got == {0: {"size": 2, "sum": 1, "node": "node1", "cpu": 0},
+                   1: {"size": 2, "sum": 1, "node": "node1", "cpu": 1}}, out.stdout
+    binds = sorted((node, int(task), mask) for node, task, _, mask in BIND_LINE.findall(out.stderr))
+    assert binds == [("node1", 0, "0x1"), ("node1", 1, "0x2")], out.stderr
+
+
+def _assert_cross_node(stdout: str, stderr: str) -> None:
+    got = ranks(stdout)
+    assert got == {0: {"size": 2, "sum": 1, "node": "node1", "cpu": 0},
+                   1: {"size": 2, "sum": 1, "node": "node2", "cpu": 1}}, stdout + stderr
+    # In a heterogeneous step the task ids are per component: both are "task 0".
+    binds = sorted((node, int(task), mask) for node, task, _, mask in BIND_LINE.findall(stderr))
+    assert binds == [("node1", 0, "0x1"), ("node2", 0, "0x2")], stderr
+
+
+@pytest.mark.slurm
+def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: LocalCluster, mpi_binary: Path) -> None:
+    out = run(local_cluster, het_step(mpi_binary))
+    assert out.returncode == 0, out.stderr
+    _assert_cross_node(out.stdout, out.stderr)
+
+
+@pytest.mark.slurm
+def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster, mpi_binary: Path,
+                                                     tmp_path: Path) -> None:
+    # --exclusive: with CR_Core a plain `sbatch -N2` owns one core per node and the
+    # -c2 components are refused ("More processors requested than permitted").
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n" + shlex.join(het_step(mpi_binary)) + "\n")
+    script.chmod(0o755)
+    out = run(local_cluster, ["sbatch", "--wait", "-N2", "--exclusive", "--time=1", "-o", str(tmp_path / "out"),
+                              "-e", str(tmp_path / "err"), "--parsable", str(script)], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr + (tmp_path / "err").read_text()
+    job_id = out.stdout.strip().split(";")[0]
+    _assert_cross_node((tmp_path / "out").read_text(), (tmp_path / "err").read_text())
+    # Without accounting, finished jobs are visible only with -t all (ReFrame's squeue
+    # scheduler then sees no line and takes the job as completed).
+    state = run(local_cluster, ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"]).stdout.strip()
+    assert state == "COMPLETED"
+    assert run(local_cluster, ["squeue", "-h", "-j", job_id, "-o", "%i|%T"]).stdout.strip() == ""
+
+
+@pytest.mark.slurm
+def test_rank_dying_of_sigill_is_reported_by_srun(local_cluster: LocalCluster, mpi_binary: Path) -> None:
+    out = run(local_cluster, ["srun", "--mpi=pmix", "-n2", str(mpi_binary), "sigill"], timeout=60)
+    assert out.returncode != 0
+    assert "srun: error: node1: task 1: Illegal instruction" in out.stderr.splitlines(), out.stderr
+    assert "rank 1 up" in out.stdout
+
+
+@pytest.mark.slurm
+def test_second_cluster_coexists_then_stops_by_pid(local_cluster: LocalCluster) -> None:
+    # Under /tmp, not tmp_path: munged (as the munge user) cannot enter pytest's basetemp.
+    state_dir = Path(tempfile.mkdtemp(prefix="mpiregress-lc-", dir="/tmp"))
+    other = LocalCluster(state_dir)
+    try:
+        assert other.start() is True
+        ports, other_ports = local_cluster.status()["ports"], other.status()["ports"]
+        assert not set(ports.values()) & set(other_ports.values())
+        out = run(other, ["srun", "-N2", "hostname"])
+        assert out.returncode == 0 and len(out.stdout.split()) == 2, out.stderr
+        pids = {k: d["pid"] for k, d in other.status()["daemons"].items()}
+        exes = {k: ("slurmd" if k.startswith("slurmd") else k) for k in pids}
+        assert all(pids.values()), pids
+    finally:
+        stopped = other.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
+    assert sorted(stopped) == sorted(pids.values())
+    assert not any(_pid_alive(pid, exes[k]) for k, pid in pids.items())
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids.values())
+    ok, sentence = slurm_reachable(other.client_env(), timeout=10)
+    assert not ok
+    assert sentence.startswith("Slurm is not reachable: scontrol ping says")
+    assert sentence.endswith("for the local system run 'mpiregress cluster start'")
+    assert other.status()["up"] is False
+    assert other.stop() == []  # nothing left to stop
+    # The session's cluster did not notice.
+    assert local_cluster.status()["up"]
+
+
+@pytest.mark.slurm
+def test_cli_status_and_env(local_cluster: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["cluster", "status", "--state-dir", str(local_cluster.state_dir)]) == 0
+    assert "node1" in capsys.readouterr().out
+    assert cli.main(["cluster", "env", "--state-dir", str(local_cluster.state_dir)]) == 0
+    assert capsys.readouterr().out == f"export SLURM_CONF={local_cluster.slurm_conf}\n"
+    assert cli.main(["cluster", "status", "--state-dir", str(tmp_path / "never")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("Slurm is not reachable:") and "mpiregress cluster start --state-dir" in err
+
+
+def test_slurm_reachable_without_scontrol_is_a_sentence() -> None:
+    ok, sentence = slurm_reachable({"PATH": "/nonexistent"})
+    assert not ok
+    assert sentence.startswith("Slurm is not reachable: scontrol is not installed")
+    assert "mpiregress cluster start" in sentence
