@@ -178,8 +178,8 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
     unit = unit or METRICS[metric].unit
     common = dict(key=key, unit=unit, toolchain=toolchain, samples=len(new), history_runs=len(history))
     if len(new) < config.min_samples:
-        return Verdict(verdict="error", reason=f"only {len(new)} new sample(s), at least {config.min_samples} "
-                                              f"are needed to judge", **common)
+        reason = f"only {len(new)} new sample(s), at least {config.min_samples} are needed to judge"
+        return Verdict(verdict="error", reason=reason, **common)
     x = statistics.median(new)
     new_spread = robust_spread(new) / x if x else 0.0
     runs = [list(r) for r in history if r]
@@ -196,17 +196,22 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
     elif baseline is not None:
         band, reference, basis, within = baseline.tolerance, baseline.value, "baseline", 0.0
         where = f"the baselines file (provenance {baseline.provenance!r})"
-        note = f"{fallback_note or f'history has {len(runs)} accepted run(s), fewer than {config.min_runs}'}, so " \
-               f"judged against the baselines band ({_fmt(baseline.value)} {unit}, tolerance {baseline.tolerance:.0%}); "
+        why = fallback_note or f"history has {len(runs)} accepted run(s), fewer than {config.min_runs}"
+        note = (f"{why}, so judged against the baselines band ({_fmt(baseline.value)} {unit}, "
+                f"tolerance {baseline.tolerance:.0%}); ")
     else:
         why = fallback_note or f"history has {len(runs)} accepted run(s), fewer than {config.min_runs}"
-        return Verdict(verdict="error", value=x, reason=f"{why}, and there is no baseline for this series: "
-                                                         f"too few samples to judge", **common)
+        reason = f"{why}, and there is no baseline for this series: too few samples to judge"
+        return Verdict(verdict="error", value=x, reason=reason, **common)
     effect = _worse(metric, x, reference)
     limit = _at(metric, reference, band)
     values = dict(value=x, reference=reference, limit=limit, band=band, effect=effect, basis=basis, **common)
     summary = (f"{_fmt(x)} {unit} is {abs(effect):.1%} {'worse' if effect > 0 else 'better'} than "
                f"{_fmt(reference)} {unit}, {where}; band {band:.1%}")
+    if basis == "history" and baseline is not None and _worse(metric, x, baseline.value) > baseline.tolerance:
+        # History decides, but an accepted change the baselines file never saw deserves a sentence.
+        summary += (f"; outside the baselines band (limit {_fmt(baseline.limit())} {unit}, provenance "
+                    f"{baseline.provenance!r}): the history accepted what the baseline calls a regression")
     best_new = min(_worse(metric, v, reference) for v in new)
     noisy_new = new_spread > max(config.noisy_factor * within, config.noisy_floor)
     if effect > band and (not noisy_new or best_new > band):
@@ -250,8 +255,8 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
         common = dict(key=key, unit=group[0].unit or METRICS[metric].unit, toolchain=toolchain)
         errors = [r for r in group if r.status == "error"]
         if errors:
-            verdicts.append(Verdict(verdict="error", reason=f"the check failed: {errors[0].reason or 'no reason given'}",
-                                    **common))
+            reason = f"the check failed: {errors[0].reason or 'no reason given'}"
+            verdicts.append(Verdict(verdict="error", reason=reason, **common))
             continue
         toolchains = {r.toolchain for r in group}
         if len(toolchains) > 1:

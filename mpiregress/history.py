@@ -48,8 +48,8 @@ KINDS: tuple[str, ...] = ("schedule", "merge", "mr", "manual")
 ACCEPTED_KINDS = frozenset({"schedule", "merge"})
 
 # How long one import keeps trying while other writers hold the lock.
-BUSY_TIMEOUT_S = 0.0
-RETRY_DEADLINE_S = 0.0
+BUSY_TIMEOUT_S = 30.0
+RETRY_DEADLINE_S = 120.0
 
 # The columns of a measurement row, in export order (CSV header).
 COLUMNS: tuple[str, ...] = (

@@ -57,16 +57,26 @@ def slurm_reachable(env: Optional[dict] = None, timeout: float = 10) -> tuple[bo
     sentence saying why Slurm is not reachable); never raises.
     """
     full_env = {**os.environ, **(env or {})}
+    conf = full_env.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        # scontrol would retry for 60 s before saying so.
+        return False, f"Slurm is not reachable: its configuration SLURM_CONF={conf} does not exist; {START_HINT}"
     try:
         proc = subprocess.run(["scontrol", "ping"], env=full_env, capture_output=True,
                               text=True, timeout=timeout)
     except FileNotFoundError:
         return False, (f"Slurm is not reachable: scontrol is not installed (package slurm-client); "
                        f"{SETUP_HINT}, then {START_HINT}")
-    except subprocess.TimeoutExpired:
-        return False, (f"Slurm is not reachable: scontrol ping did not answer within {timeout:g} s; "
-                       f"{START_HINT}")
-    said = " ".join((proc.stdout + " " + proc.stderr).split())
+    except subprocess.TimeoutExpired as err:
+        said = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
+        said = " ".join(said.split())
+        return False, (f"Slurm is not reachable: scontrol ping did not answer within {timeout:g} s"
+                       f"{f' (it said {said!r})' if said else ''}; {START_HINT}")
+    # Keep what matters: not the '** RESTORE SLURMCTLD DAEMON TO SERVICE **' banner, and
+    # of a chain of errors the last two (the cause and the verdict).
+    lines = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines()
+             if ln.strip() and not ln.strip().startswith("*")]
+    said = "; ".join(lines[-2:])
     if proc.returncode == 0 and " is UP" in said:
         return True, said
     return False, f"Slurm is not reachable: scontrol ping says '{said or 'nothing'}'; {START_HINT}"

@@ -28,7 +28,7 @@ from . import baselines as baselines_mod
 from .baselines import SCHEMA, Baselines
 from .errors import InputError
 from .gate import GateConfig, relative_noise
-from .history import History, RunPoint, SeriesKey, series_name
+from .history import History, RunPoint, series_name
 from .names import METRICS
 
 MAX_TOLERANCE = 0.5
@@ -58,6 +58,119 @@ def _tolerance(runs: list[RunPoint], config: GateConfig, metric: str) -> float:
     return min(math.ceil(band * 100 - 1e-9) / 100, MAX_TOLERANCE)
 
 
+def _scalar(value: Any) -> str:
+    """One YAML scalar as the baselines files write it (integral floats as integers)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text[:-4].strip() if text.endswith("\n...") else text
+
+
+def _flow(mapping: dict) -> str:
+    items = (f"{k}: {_list(v) if isinstance(v, list) else _scalar(v)}" for k, v in mapping.items())
+    return "{" + ", ".join(items) + "}"
+
+
+def _list(values: list) -> str:
+    return "[" + ", ".join(_scalar(v) for v in values) + "]"
+
+
+def _folded(text: str, indent: str, width: int = 100) -> list[str]:
+    """A long description as a folded block scalar, the way the hand-written files keep it readable."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(indent) + len(line) + 1 + len(word) > width:
+            lines.append(indent + line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [indent + line]
+
+
+@dataclass
+class Layout:
+    """What a hand-written file carries besides data: its header, provenance text, comments."""
+
+    header: str = ""
+    provenance: dict[str, list[str]] = field(default_factory=dict)   # record name -> its original lines
+    comments: dict[tuple, str] = field(default_factory=dict)         # key path -> trailing "  # ..." comment
+
+
+def layout_of(text: str) -> Layout:
+    """Read the layout of a baselines file written in the documented shape (2-space indents)."""
+    layout = Layout()
+    lines = text.splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    layout.header = "\n".join(header)
+    section, path, record = None, [], None
+    for line in lines[len(header):]:
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        depth = (len(line) - len(stripped)) // 2
+        key, _, rest = stripped.partition(":")
+        if depth == 0:
+            section, record = key, None
+            continue
+        if section == "provenance":
+            if depth == 1:
+                record = key
+                layout.provenance[record] = []
+            if record is not None:
+                layout.provenance[record].append(line)
+        elif section == "references":
+            path = path[:depth - 1] + [key]
+            if "  #" in rest:
+                layout.comments[tuple(path)] = "  #" + rest.split("  #", 1)[1]
+    return layout
+
+
+def emit(data: dict, layout: Optional[Layout] = None, changed: frozenset = frozenset()) -> str:
+    """The baselines layout of mpiregress/baselines.py: block structure, one flow mapping per reference.
+
+    Written by hand rather than by yaml.safe_dump so a proposal diffs line by line
+    against the hand-written file: its header, the text of provenance records it
+    keeps and the comments on entries the proposal does not change stay as they were.
+    ``changed`` holds the (partition, method, placement, metric) keys the proposal sets.
+    """
+    layout = layout or Layout()
+    out = [layout.header] if layout.header else []
+    out += [f"schema: {data['schema']}", f"system: {data['system']}", f'toolchain: "{data["toolchain"]}"',
+            "provenance:" + (" {}" if not data["provenance"] else "")]
+    for name, record in data["provenance"].items():
+        if name in layout.provenance:
+            out += layout.provenance[name]
+            continue
+        out.append(f"  {name}:")
+        for key, value in record.items():
+            if key == "description" and len(str(value)) > 70:
+                out += [f"    {key}: >-", *_folded(str(value), "      ")]
+            elif isinstance(value, list):
+                out.append(f"    {key}: {_list(value)}")
+            else:
+                out.append(f"    {key}: {_scalar(value)}")
+    out.append("references:" + (" {}" if not data["references"] else ""))
+    notes = layout.comments
+    for partition, methods in data["references"].items():
+        out.append(f"  {partition}:{notes.get((partition,), '')}")
+        for method, placements in methods.items():
+            out.append(f"    {method}:{notes.get((partition, method), '')}")
+            for placement, metrics in placements.items():
+                # A comment on a placement describes its values: it goes when they change.
+                touched = any((partition, method, placement, m) in changed for m in metrics)
+                note = "" if touched else notes.get((partition, method, placement), "")
+                out.append(f"      {placement}:{note}")
+                for metric, entry in metrics.items():
+                    key = (partition, method, placement, metric)
+                    note = "" if key in changed else notes.get(key, "")
+                    out.append(f"        {metric}: {_flow(entry)}{note}")
+    return "\n".join(out) + "\n"
+
+
 def _current_text(path: Path) -> str:
     try:
         return path.read_text()
@@ -81,6 +194,7 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
                 "value": ref.value, "tolerance": ref.tolerance, "unit": ref.unit, "provenance": ref.provenance}
     used: list[RunPoint] = []
     changed, kept = [], []
+    set_keys: set[tuple] = set()
     keys = [k for k in history.series_keys() if k[0] == system]
     for key in keys:
         _, partition, method, placement, metric = key
@@ -94,6 +208,7 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
         if old and old.value == value and old.tolerance == tolerance:
             continue
         used.extend(runs[-config.last_runs:])
+        set_keys.add((partition, method, placement, metric))
         references.setdefault(partition, {}).setdefault(method, {}).setdefault(placement, {})[metric] = {
             "value": value, "tolerance": tolerance, "unit": METRICS[metric].unit, "provenance": name}
         was = f"{old.value:.4g} ±{old.tolerance:.0%}" if old else "none"
@@ -117,11 +232,12 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
     provenance = {k: v for k, v in provenance.items() if k in pointed}
     data = {"schema": SCHEMA, "system": system, "toolchain": toolchain, "provenance": provenance,
             "references": references}
-    text = (f"# Baselines for {system}, proposed from the history on {today.isoformat()}.\n"
-            f"# Review the diff; see mpiregress/baselines.py for the format.\n"
-            + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
-    baselines_mod.parse(yaml.safe_load(text), path)   # a proposal that would not load is a bug, not a file
     before = _current_text(path)
+    layout = layout_of(before)
+    layout.header = layout.header or (f"# Baselines for {system}: reference values as data "
+                                      f"(see mpiregress/baselines.py for the format).")
+    text = emit(data, layout, frozenset(set_keys))
+    baselines_mod.parse(yaml.safe_load(text), path)   # a proposal that would not load is a bug, not a file
     diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), text.splitlines(keepends=True),
                                         fromfile=str(path) if before else "/dev/null",
                                         tofile=f"{path} (proposed)"))

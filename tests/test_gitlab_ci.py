@@ -17,14 +17,17 @@ SCHEDULER_PARAMETERS, resource groups, downscoping), not run.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -353,24 +356,30 @@ def job_verdicts(output: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def local_pipeline_vars(local_cluster, tmp_path_factory) -> dict[str, str]:
+def local_pipeline_vars(local_cluster, tmp_path_factory) -> Iterator[dict[str, str]]:
     """Variables a local runner would have: the OSU mirror (test double tarball), the session's
     one-host Slurm, a history database outliving the pipelines, and a Python with the deps."""
     mirror = tmp_path_factory.mktemp("osu-mirror")
     _, sha256 = make_tarball(mirror)
+    # The runner's state folder: <state>/local-cluster is the session's cluster, install
+    # prefixes go beside it. Short, outside pytest's tmp: unix socket paths are limited.
+    state = Path(tempfile.mkdtemp(prefix="mrgcl-", dir="/tmp"))
+    (state / "local-cluster").symlink_to(local_cluster.state_dir, target_is_directory=True)
     variables = {
         "MPIREGRESS_SYSTEMS": "local",
         "OSU_SOURCE_MIRROR": str(mirror),
         "OSU_SHA256": sha256,
-        "MPIREGRESS_LOCAL_STATE_DIR": str(local_cluster.state_dir.parent),
+        "MPIREGRESS_LOCAL_STATE_DIR": str(state),
         "MPIREGRESS_HISTORY_DB": str(tmp_path_factory.mktemp("history") / "history.sqlite"),
-        # Lean: fewer measured iterations than the design's 1000, same code path.
-        "MPIREGRESS_RUN_ARGS": "--iterations 200",
+        # Lean: fewer measured iterations than the design's 1000, same code path; three
+        # samples per series, as the history gate needs.
+        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3",
     }
     venv = REPO / ".venv"
     if (venv / "bin" / "python").exists():
         variables["MPIREGRESS_VENV"] = str(venv)
-    return variables
+    yield variables
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def run_pipeline(gitlab_ci_local, repo: Path, variables: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict]:
@@ -380,9 +389,14 @@ def run_pipeline(gitlab_ci_local, repo: Path, variables: dict[str, str]) -> tupl
     return done, job_verdicts(done.stdout)
 
 
+def safe_job_name(job: str) -> str:
+    """gitlab-ci-local's folder name for a job: runs of characters other than [A-Za-z0-9_-]
+    replaced by their base64url encoding (Utils.safeDockerString)."""
+    return re.sub(r"[^\w-]+", lambda m: base64.urlsafe_b64encode(m.group().encode()).decode().rstrip("="), job)
+
+
 def artifact(repo: Path, job: str, pattern: str) -> list[Path]:
-    safe = job.replace(":", "Og")   # gitlab-ci-local's safe job name for ':'
-    return sorted((repo / ".gitlab-ci-local" / "artifacts").glob(f"{safe}*/{pattern}"))
+    return sorted((repo / ".gitlab-ci-local" / "artifacts" / safe_job_name(job)).glob(pattern))
 
 
 def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:

@@ -186,9 +186,9 @@ def test_two_processes_importing_at_once_lose_nothing(tmp_path):
     db = tmp_path / "h.sqlite"
     files = {"a": [], "b": []}
     for writer in files:
-        for i in range(12):
+        for i in range(16):
             path = tmp_path / f"{writer}{i}.json"
-            samples = tuple(float(j) + i for j in range(60))
+            samples = tuple(float(j) + i for j in range(250))
             path.write_text(dump([result(method=m, samples=samples, commit=f"{writer}{i}",
                                          time=f"2025-05-{i + 1:02d}T00:00:00+00:00")
                                   for m in ("source", "spack", "easybuild", "eessi")]))
@@ -205,7 +205,7 @@ def test_two_processes_importing_at_once_lose_nothing(tmp_path):
         assert proc.returncode == 0, err
     with history.open_history(db) as h:
         runs = h.runs()
-        assert len(runs) == 25                          # 2 x 12 distinct runs + the shared one once
-        assert len(h.rows()) == 24 * 4 * 60 + 3
+        assert len(runs) == 33                          # 2 x 16 distinct runs + the shared one once
+        assert len(h.rows()) == 32 * 4 * 250 + 3
         assert sum(r.rows for r in runs) == len(h.rows())
     assert sum("already imported" in out for out, _ in outputs) == 1

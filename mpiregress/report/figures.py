@@ -114,7 +114,7 @@ def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, 
                 times = [_time(r.time) for r in runs]
                 ax.plot(times, [r.median for r in runs], marker="o", markersize=2.5, linewidth=1, color=colour)
             ref = baselines.lookup(partition, method, placement, metric) if baselines else None
-            if ref is not None:
+            if ref is not None and (runs or key in current):     # no band for a method with nothing to judge
                 ax.axhspan(min(ref.value, ref.limit()), max(ref.value, ref.limit()), color=colour, alpha=0.10)
                 ax.axhline(ref.limit(), color=colour, linewidth=0.8, linestyle="--", alpha=0.7)
             for cp in changes.get(key, ()):
@@ -152,7 +152,7 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) 
                 data.setdefault((r.placement, r.method), {}).setdefault(r.message_size, []).extend(values)
     if not any(len(sizes) > 1 for sizes in data.values()):
         return None
-    placements = [p for p in PLACEMENTS if any(k[0] == p for k in data)]
+    placements = [p for p in PLACEMENTS if any(k[0] == p and len(sizes) > 1 for k, sizes in data.items())]
     fig = Figure(figsize=(13, 3.4))
     axes = fig.subplots(1, len(placements), squeeze=False).ravel()
     for ax, placement in zip(axes, placements):

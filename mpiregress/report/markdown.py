@@ -27,7 +27,8 @@ def _row(v) -> str:
             f"{'—' if v.band is None else f'{v.band:.1%}'} | {reason} |")
 
 
-HEADER = "| verdict | series | new (median) | reference | change (+ = worse) | band | why |\n|---|---|---|---|---|---|---|"
+HEADER = ("| verdict | series | new (median) | reference | change (+ = worse) | band | why |\n"
+          "|---|---|---|---|---|---|---|")
 
 
 def render(data: ReportData) -> str:

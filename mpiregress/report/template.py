@@ -53,6 +53,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% else %}<p class="empty">All build methods agree within the noise.</p>{% endif %}
 
 <h2>Baselines to revisit</h2>
+<p class="meta">A band that admits values 25 % or more worse than the best build achieves on the same placement cannot catch a regression; a band no build meets is stale. <code>mpiregress baseline propose</code> writes values from the history.</p>
 {% if data.baseline_findings %}<ul class="findings">{% for f in data.baseline_findings %}<li>{{ f.sentence() }}</li>{% endfor %}</ul>
 {% else %}<p class="empty">No baseline band is far looser than what the best build achieves, and none is out of every build's reach.</p>{% endif %}
 

@@ -1,0 +1,82 @@
+"""Cross-method consistency and baseline quality, on the seed study's own numbers."""
+from __future__ import annotations
+
+import yaml
+
+from mpiregress import baselines, consistency
+from mpiregress.names import METRICS
+from mpiregress.results import Result
+
+
+def result(method, value, placement="same_numa", metric="bandwidth", system="iris", partition="batch", samples=()):
+    spec = METRICS[metric]
+    return Result(system=system, partition=partition, method=method, placement=placement, metric=metric,
+                  benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit, value=value,
+                  status="pass", samples=list(samples))
+
+
+SEED_IRIS_SAME_NUMA = [result("eessi", 4925.64), result("source", 4910.72), result("easybuild", 17483.4)]
+
+
+def test_the_seed_case_flags_both_methods_behind_easybuild_with_both_values():
+    findings = consistency.check(consistency.method_values(SEED_IRIS_SAME_NUMA))
+    assert [(f.method, f.best_method) for f in findings] == [("source", "easybuild"), ("eessi", "easybuild")]
+    eessi = findings[1]
+    assert eessi.gap > 0.7
+    sentence = eessi.sentence()
+    assert "4926 MB/s" in sentence and "17483 MB/s" in sentence and "behind easybuild" in sentence
+
+
+def test_methods_that_agree_within_the_noise_are_not_flagged():
+    agreeing = [result("eessi", 14830.5), result("easybuild", 13956.9), result("source", 14545.6)]
+    assert consistency.check(consistency.method_values(agreeing)) == []
+
+
+def test_latency_is_behind_when_higher():
+    lat = [result("eessi", 6.72, metric="latency"), result("source", 2.05, metric="latency")]
+    [finding] = consistency.check(consistency.method_values(lat))
+    assert finding.method == "eessi" and finding.best_method == "source"
+
+
+def test_measured_noise_widens_the_threshold():
+    pair = [result("eessi", 10157.2, placement="cross_socket"), result("easybuild", 13801.8, placement="cross_socket")]
+    values = consistency.method_values(pair)
+    assert len(consistency.check(values)) == 1                        # 26 % gap, default 5 % noise
+    noisy = {("iris", "batch", m, "cross_socket", "bandwidth"): 0.08 for m in ("eessi", "easybuild")}
+    assert consistency.check(values, noise=noisy) == []                # 8 % run-to-run noise: 34 % allowed
+
+
+def test_different_placements_and_partitions_are_never_compared():
+    mixed = [result("eessi", 4925.64), result("easybuild", 17483.4, placement="cross_socket"),
+             result("source", 17000.0, partition="broadwell")]
+    assert consistency.check(consistency.method_values(mixed)) == []
+
+
+def test_samples_count_through_their_median():
+    values = consistency.method_values([result("eessi", 1.0, samples=(17000.0, 17100.0, 1.0))])
+    assert values[("iris", "batch", "same_numa", "bandwidth")]["eessi"] == 17000.0
+
+
+def _book(refs: dict) -> baselines.Baselines:
+    data = {"schema": baselines.SCHEMA, "system": "iris", "toolchain": "2023b",
+            "provenance": {"study": {"description": "hand-set", "runs": 1, "collected": "2025-05-21"}},
+            "references": {"batch": refs}}
+    return baselines.parse(yaml.safe_load(yaml.safe_dump(data)), "<test>")
+
+
+def test_a_band_far_below_what_another_build_achieves_is_too_lenient():
+    book = _book({"source": {"same_numa": {"bandwidth": {"value": 4700, "tolerance": 0.2, "unit": "MB/s",
+                                                         "provenance": "study"}}},
+                  "easybuild": {"same_numa": {"bandwidth": {"value": 17000, "tolerance": 0.05, "unit": "MB/s",
+                                                            "provenance": "study"}}}})
+    findings = consistency.baseline_gaps([book], consistency.method_values(SEED_IRIS_SAME_NUMA))
+    assert [(f.kind, f.method) for f in findings] == [("lenient", "source")]
+    assert "admits values down to 3760 MB/s" in findings[0].sentence()
+
+
+def test_a_band_no_build_meets_is_stale_not_every_build_broken():
+    book = _book({"eessi": {"same_numa": {"latency": {"value": 0.5, "tolerance": 0.1, "unit": "us",
+                                                      "provenance": "study"}}}})
+    aion_like = [result(m, v, metric="latency") for m, v in (("eessi", 0.57), ("easybuild", 0.59), ("source", 0.59))]
+    [finding] = consistency.baseline_gaps([book], consistency.method_values(aion_like))
+    assert finding.kind == "strict" and "stale" in finding.sentence()

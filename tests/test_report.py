@@ -1,0 +1,123 @@
+"""Reports: one self-contained HTML page, the MR Markdown, JUnit that parses; the report command."""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from mpiregress import cli, history, report
+from mpiregress.errors import ERROR, OK
+from mpiregress.names import METRICS
+from mpiregress.report import html, junit, markdown
+from mpiregress.results import Result, dump
+
+BASE = {("latency", "same_numa"): 0.58, ("latency", "cross_node"): 4.1,
+        ("bandwidth", "same_numa"): 14500.0, ("bandwidth", "cross_node"): 12300.0}
+
+
+def result(method, placement, metric, factor=1.0, week=0, status="pass", reason="", size=None, commit=None):
+    spec = METRICS[metric]
+    wobble = 1 + 0.004 * ((week * 7 + len(method)) % 5 - 2)
+    value = BASE[(metric, placement)] * factor * wobble
+    samples = [] if status != "pass" else [value, value * 1.003, value * 0.998]
+    return Result(system="aion", partition="batch", method=method, placement=placement, metric=metric,
+                  benchmark=spec.benchmark, message_size=size or spec.message_size, unit=spec.unit,
+                  value=value if samples else None, status=status, reason=reason, samples=samples,
+                  toolchain="2023b", time=f"2025-{1 + week // 4:02d}-{1 + 7 * (week % 4):02d}T02:00:00+00:00",
+                  commit=commit or f"sha{week:02d}", pipeline=f"{500 + week}")
+
+
+def matrix(week, step_week=6, overrides=None):
+    overrides = overrides or {}
+    out = []
+    for method in ("source", "eessi"):
+        for placement in ("same_numa", "cross_node"):
+            for metric in ("latency", "bandwidth"):
+                factor = 1.0
+                if (method, placement, metric) == ("eessi", "same_numa", "bandwidth") and week >= step_week:
+                    factor = 0.3                      # the seed's failure, accepted into the history at week 6
+                factor = overrides.get((method, placement, metric), factor)
+                out.append(result(method, placement, metric, factor, week))
+    return out
+
+
+@pytest.fixture
+def db(tmp_path):
+    with history.open_history(tmp_path / "h.sqlite") as h:
+        for week in range(14):
+            h.import_results(matrix(week), run_id=f"w{week:02d}")
+        yield h
+
+
+def current_run():
+    run = matrix(20, overrides={("source", "cross_node", "latency"): 1.25})
+    for r in run:
+        if (r.method, r.placement, r.metric) == ("source", "same_numa", "latency"):
+            r.status, r.value, r.samples, r.reason = "error", None, [], "rank 0 died of signal 4 (illegal instruction)"
+    return run
+
+
+def test_html_is_self_contained_and_shows_everything(db):
+    data = report.build(current_run(), db, {}, results_source="results.json", history_source=str(db.path))
+    page = html.render(data)
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*https?:""", page, re.I)
+    assert "http://" not in page and "https://" not in page and "url(" not in page
+    assert len(re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]{200,}"', page)) >= 3
+    section = page.split("<h2>Latency and bandwidth vs message size</h2>")[1].split("<h2>")[0]
+    assert "No message-size sweep in these results" in section and "data:image" not in section
+    assert "aion/batch source cross_node latency" in page or "cross_node" in page
+    # the verdicts, the accepted-but-broken series seen across methods, and its change point with its commit
+    assert "regression" in page and "illegal instruction" in page
+    assert "eessi 4" in page and "behind source" in page
+    assert "sha05..sha06" in page
+
+
+def test_a_sweep_is_drawn_when_there_is_one(db):
+    run = current_run()
+    for size in (1024, 4096, 65536, 1048576 * 4):
+        run.append(result("source", "same_numa", "bandwidth", size / 1048576, 20, size=size))
+        run.append(result("eessi", "same_numa", "bandwidth", size / 1048576, 20, size=size))
+    page = html.render(report.build(run, db, {}))
+    section = page.split("<h2>Latency and bandwidth vs message size</h2>")[1].split("<h2>")[0]
+    assert "No message-size sweep" not in section
+    assert section.count('src="data:image/png;base64,') == 1          # aion/batch bandwidth; no latency sweep
+
+
+def test_markdown_summary_lists_what_needs_a_look(db):
+    text = markdown.render(report.build(current_run(), db, {}))
+    assert text.startswith("## MPI performance: ⛔ error (exit 2)")
+    assert "| ❌ regression | aion/batch source cross_node latency |" in text
+    assert "| ⛔ error | aion/batch source same_numa latency |" in text
+    assert "behind source" in text and "<details>" in text
+
+
+def test_junit_has_one_testcase_per_series_and_fails_on_regression_and_error(db):
+    data = report.build(current_run(), db, {})
+    root = ET.fromstring(junit.render(data))
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    assert len(cases) == len(data.verdicts) == 8
+    failures = [c for c in cases if c.find("failure") is not None]
+    errors = [c for c in cases if c.find("error") is not None]
+    assert [c.get("classname") + "." + c.get("name") for c in failures] == ["aion.batch.source.cross_node.latency"]
+    assert len(errors) == 1 and "illegal instruction" in errors[0].find("error").get("message")
+    assert suite.get("failures") == "1" and suite.get("errors") == "1"
+
+
+def test_report_without_history_says_so(tmp_path):
+    data = report.build(current_run(), None, {})
+    page = html.render(data)
+    assert "No history was given" in page and "No accepted history yet" in page
+
+
+def test_the_report_command_writes_three_files_and_gates_only_when_asked(db, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text(dump(current_run()))
+    out = tmp_path / "reports"
+    args = ["report", str(results), "--db", str(db.path), "--baselines-dir", str(tmp_path / "none"),
+            "--out-dir", str(out)]
+    assert cli.main(args) == OK
+    assert {p.name for p in out.iterdir()} == {"report.html", "summary.md", "junit.xml"}
+    ET.parse(out / "junit.xml")
+    assert cli.main([*args, "--gate"]) == ERROR
