@@ -44,6 +44,7 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
     build_manifest = variable(str, value='')
     cpu_binding = variable(str, value='')
     skip_reason = variable(str, value='')   # ReFrame's report keeps no skip message
+    nodes_used = variable(list, value=[])    # from inside the job: squeue may never see a short job run
     maintainers = ['mpiregress']
 
     @run_after('init')
@@ -139,13 +140,17 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
         path = os.path.join(self.stagedir, name)
         return open(path).read() if os.path.exists(path) else ''
 
+    def _probed(self):
+        return [line.split()[1:3] for line in self._read(self.job.stdout).splitlines()
+                if line.startswith('mpiregress-node-target ')]
+
     def node_targets(self):
-        return sorted({line.split()[2] for line in self._read(self.job.stdout).splitlines()
-                       if line.startswith('mpiregress-node-target ')})
+        return sorted({target for _, target in self._probed()})
 
     @sanity_function
     def assert_measured(self):
         out, err = self._read(self.job.stdout), self._read(self.job.stderr)
+        self.nodes_used = sorted({node for node, _ in self._probed()})
         for line in err.splitlines():
             if line.startswith('refusing to run:'):
                 raise SanityError(line)

@@ -5,4 +5,5 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$repo/ci/setup.sh"
 cd "$repo"
+source ci/env.sh
 exec .venv/bin/python -m pytest -ra "$@"

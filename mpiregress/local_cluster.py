@@ -25,6 +25,7 @@ import jinja2
 
 from . import paths
 from .errors import InfrastructureError
+from .microarch import host_target
 
 NODES: tuple[str, ...] = ("node1", "node2")
 PARTITION = "batch"
@@ -198,14 +199,17 @@ class LocalCluster:
             return START_HINT
         return f"{START_HINT[:-1]} --state-dir {self.state_dir}'"
 
-    def _pid(self, name: str) -> Optional[int]:
-        """The live PID of daemon ``name`` from its pid file, or None."""
-        d = self.daemons()[name]
+    def _recorded_pid(self, name: str) -> Optional[int]:
+        """The PID in daemon ``name``'s pid file, alive or not, or None."""
         try:
-            pid = int(d["pid_file"].read_text().split()[0])
+            return int(self.daemons()[name]["pid_file"].read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _pid_alive(pid, d["exe"]) else None
+
+    def _pid(self, name: str) -> Optional[int]:
+        """The live PID of daemon ``name`` from its pid file, or None."""
+        pid = self._recorded_pid(name)
+        return pid if pid is not None and _pid_alive(pid, self.daemons()[name]["exe"]) else None
 
     # -- status -------------------------------------------------------------
     def nodes(self) -> dict[str, dict]:
@@ -228,11 +232,13 @@ class LocalCluster:
         """Daemons (PID, alive), node states, ports and whether the cluster is up and usable."""
         daemons = {}
         for name, d in self.daemons().items():
-            pid = self._pid(name)
-            daemons[name] = {"pid": pid, "alive": pid is not None, "pid_file": str(d["pid_file"])}
-        reachable, message = slurm_reachable(self.client_env(), timeout=5) \
-            if self.slurm_conf.exists() else (False, f"Slurm is not reachable: the local cluster in "
-                                                    f"{self.state_dir} was never started; {START_HINT}")
+            pid = self._recorded_pid(name)
+            daemons[name] = {"pid": pid, "alive": self._pid(name) is not None, "pid_file": str(d["pid_file"])}
+        if self.slurm_conf.exists():
+            reachable, message = slurm_reachable(self.client_env(), timeout=5)
+        else:
+            reachable, message = False, (f"Slurm is not reachable: the local cluster in {self.state_dir} "
+                                         f"was never started; {START_HINT}")
         message = message.replace(START_HINT, self.start_hint())
         nodes = self.nodes() if reachable else {}
         up = (reachable and all(d["alive"] for d in daemons.values())
@@ -312,7 +318,6 @@ class LocalCluster:
         self._prepare_munge()
         topo = host_topology()
         ports = _free_ports(1 + len(NODES))
-        from .microarch import host_target
         context = {
             "hostname": socket.gethostname().split(".")[0],
             "slurmctld_port": ports[0],
@@ -321,6 +326,7 @@ class LocalCluster:
             "munge_socket": self.munge_socket,
             "state": self.state_dir, "etc": self.etc,
             "nodes": [{"name": n, "port": p} for n, p in zip(NODES, ports[1:])],
+            "partition": PARTITION,
             "features": [host_target(), "local"],
             **topo,
         }
@@ -421,20 +427,24 @@ class LocalCluster:
             self._cancel_jobs()
         stopped = []
         # Reverse start order: slurmd first, munged (which the others need) last.
-        for name in reversed(list(self.daemons())):
+        for name, d in reversed(list(self.daemons().items())):
             pid = self._pid(name)
-            if pid is None:
-                continue
-            exe = self.daemons()[name]["exe"]
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _pid_alive(pid, exe) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _pid_alive(pid, exe):
-                os.kill(pid, signal.SIGKILL)
-                while _pid_alive(pid, exe):
-                    time.sleep(0.05)
-            stopped.append(pid)
+            if pid is not None:
+                for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        break
+                    deadline = time.monotonic() + wait
+                    while _pid_alive(pid, d["exe"]) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    if not _pid_alive(pid, d["exe"]):
+                        break
+                else:
+                    raise InfrastructureError(f"{name} (PID {pid}) survived SIGKILL; {self._log_tails(name)}")
+                stopped.append(pid)
+            # The daemon is gone: its pid file must not name a PID a new process may get.
+            d["pid_file"].unlink(missing_ok=True)
         return stopped
 
     def _cancel_jobs(self) -> None:

@@ -59,7 +59,7 @@ def case_to_result(case: dict[str, Any], toolchain: str = "", commit: str = "", 
     if reference == 0:
         reference = None  # ReFrame's placeholder when there is no reference
     status = _status(case)
-    nodelist = case.get("job_nodelist") or []
+    nodelist = [n for n in (case.get("nodes_used") or case.get("job_nodelist") or []) if n and n != "None"]
     return Result(
         system=case["system"], partition=case["partition"], method=case["build_method"],
         placement=case["placement"], metric=metric, benchmark=spec.benchmark,

@@ -32,10 +32,13 @@ def local_cluster() -> Iterator[LocalCluster]:
         pytest.fail(f"the local Slurm cluster cannot run: {', '.join(missing)} not found; run the "
                     f"project's setup script (it installs slurm-wlm, munge, openmpi-bin, "
                     f"libopenmpi-dev, hwloc)", pytrace=False)
+    # Laid out as a state folder (<root>/local-cluster) so that tests pointing
+    # MPIREGRESS_STATE_DIR at state_dir.parent find this cluster as the default one.
     # Not under pytest's basetemp: that is closed to other users, and munged runs as
     # the munge user. A short path also keeps the unix socket paths within limits.
-    state_dir = Path(tempfile.mkdtemp(prefix="mpiregress-lc-", dir="/tmp"))
-    cluster = LocalCluster(state_dir)
+    root = Path(tempfile.mkdtemp(prefix="mpiregress-", dir="/tmp"))
+    root.chmod(0o755)
+    cluster = LocalCluster(root / "local-cluster")
     try:
         try:
             cluster.start()
@@ -44,4 +47,4 @@ def local_cluster() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
-        shutil.rmtree(state_dir, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)

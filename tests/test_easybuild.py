@@ -25,7 +25,13 @@ MODULE = "OSU-Micro-Benchmarks/7.2-gompi-2023b"
 RECORDED_ROOT = ("/home/users/ci/mpiregress/var/install/easybuild/broadwell/software/"
                  "OSU-Micro-Benchmarks/7.2-gompi-2023b")
 
-needs_eb = pytest.mark.skipif(shutil.which("eb") is None, reason="EasyBuild (eb) is not installed")
+@pytest.fixture
+def eb_on_path() -> None:
+    """EasyBuild is a test dependency (ci/setup.sh installs it): its absence fails, never skips."""
+    assert shutil.which("eb"), "EasyBuild's eb is not on PATH: run ci/setup.sh and source ci/env.sh"
+
+
+needs_eb = pytest.mark.usefixtures("eb_on_path")
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +41,7 @@ def tc() -> toolchain.Toolchain:
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory) -> list[eb.Dependency]:
-    if shutil.which("eb") is None:
-        pytest.skip("EasyBuild (eb) is not installed")
+    assert shutil.which("eb"), "EasyBuild's eb is not on PATH: run ci/setup.sh and source ci/env.sh"
     return eb.dependency_chain(EC, prefix=tmp_path_factory.mktemp("eb-prefix"))
 
 

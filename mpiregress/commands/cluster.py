@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
         nodes = ", ".join(f"{n} {s['state']}" for n, s in status["nodes"].items())
         print(f"local Slurm cluster {'started' if started else 'already running'} in {cluster.state_dir}: "
               f"{nodes} (ports: {ports})")
-        print(f"use it with: eval \"$(mpiregress cluster env --state-dir {shlex.quote(str(cluster.state_dir))})\"")
+        where = "" if cluster.state_dir == default_state_dir().resolve() else \
+            f" --state-dir {shlex.quote(str(cluster.state_dir))}"
+        print(f"use it with: eval \"$(mpiregress cluster env{where})\"")
         return OK
     if args.action == "stop":
         pids = cluster.stop()

@@ -33,7 +33,10 @@ def register_node_target(sub: argparse._SubParsersAction) -> None:
 
 
 def run_node_target(args: argparse.Namespace) -> int:
+    import os
     import socket
 
-    print(f"mpiregress-node-target {socket.gethostname()} {microarch.host_target()}")
+    # Slurm's node name, not the host name: several slurmd nodes can share one host.
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    print(f"mpiregress-node-target {node} {microarch.host_target()}")
     return OK
