@@ -58,6 +58,10 @@ CLUSTER_HISTORY = {"history:iris", "history:aion"}
 @pytest.fixture(scope="session")
 def gitlab_ci_local() -> Path:
     """The pinned gitlab-ci-local, installed from the npm registry on first use."""
+    # --shell-isolation copies each job's checkout with rsync.
+    if not shutil.which("rsync"):
+        pytest.fail("gitlab-ci-local --shell-isolation needs rsync: the setup script must install it "
+                    "(apt-get install rsync)", pytrace=False)
     if not GCL.exists():
         done = subprocess.run(["bash", str(GCL_INSTALL)], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"ci/install-gitlab-ci-local.sh failed:\n{done.stdout}\n{done.stderr}"
@@ -429,7 +433,7 @@ def test_real_toolchain_mr_with_broken_baseline_fails_at_the_run_job(gitlab_ci_l
     assert verdicts.get("run:local:batch") == "FAIL", tail(done)
     assert all(verdicts.get(job) == "PASS" for job in LINT | {"build:local:batch: [source]"}), verdicts
     # Exit 1: a regression (not 2 error, not 3 infrastructure, which alone would be retried).
-    assert re.search(r"^run:local:batch\s+finished in .*FAIL 1\s*$", done.stdout, re.M), tail(done)
+    assert re.search(r"^run:local:batch\s+finished in .*FAIL 1\s*$", done.stdout + done.stderr, re.M), tail(done)
     results = artifact(repo, "run:local:batch", "reports/local-batch/results.json")
     assert results, "a failed run still hands on its results"
     failed = [r for r in json.loads(results[0].read_text()) if r["status"] == "fail"]

@@ -72,18 +72,42 @@ def run(cluster: LocalCluster, argv: list[str], timeout: float = 60, **kw) -> su
                     f"stderr: {err.stderr!r}", pytrace=False)
 
 
+# Slurm before 24.05.4 (Debian 12 ships 22.05.8) can leave srun hanging forever after
+# every task of a heterogeneous mpi/pmix step has ended: srun's per-component threads
+# race on one static "abort agent" (SchedMD ticket 16817, fixed in 24.05.4: "mpi/pmix
+# fix race conditions with het jobs at step start/end which could make srun to hang").
+# Measured here: about 1 step in 10 when both components end at the same instant,
+# about 1 in 50 when one component ends 0.5 s later (the end race is avoided, the
+# start race is not).
+KNOWN_HET_HANG = ("srun hung after both ranks had finished: the Slurm < 24.05.4 race on the "
+                  "mpi/pmix abort agent in heterogeneous steps (SchedMD ticket 16817)")
+
+
 def het_step(binary: Path) -> list[str]:
     """The cross-node step: one rank per fake node, each bound to its own CPU, one MPI_COMM_WORLD.
 
-    The second component sleeps 0.5 s after the program ends: Slurm before
-    24.05.4 (Debian 12 ships 22.05.8) can hang srun forever when both
-    components of a heterogeneous mpi/pmix step end at the same instant
-    (SchedMD ticket 16817, 'mpi/pmix fix race conditions with het jobs at step
-    start/end which could make srun to hang'); staggering the ends avoids it.
+    The second component ends 0.5 s after its program, which avoids the end
+    half of the srun race described at KNOWN_HET_HANG.
     """
     staggered = ["sh", "-c", '"$0" "$@"; rc=$?; sleep 0.5; exit $rc', str(binary)]
     return ["srun", "--mpi=pmix", "-w", "node1", "-n1", "-c2", "--cpu-bind=verbose,map_cpu:0", str(binary),
             ":", "-w", "node2", "-n1", "-c2", "--cpu-bind=verbose,map_cpu:1", *staggered]
+
+
+def wait_for(ended, ranks_done, timeout: float = 60, grace: float = 10) -> bool:
+    """Poll until ``ended()``; True if it did, False if it did not within ``grace`` s after
+    ``ranks_done()`` (the known srun hang). Fails the test at ``timeout``."""
+    deadline, done_at = time.monotonic() + timeout, None
+    while not ended():
+        now = time.monotonic()
+        if done_at is None and ranks_done():
+            done_at = now
+        if done_at is not None and now > done_at + grace:
+            return False
+        if now > deadline:
+            pytest.fail(f"the step did not end within {timeout:g} s and its ranks did not finish", pytrace=False)
+        time.sleep(0.2)
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -175,10 +199,21 @@ def _assert_cross_node(stdout: str, stderr: str) -> None:
 
 
 @pytest.mark.slurm
-def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: LocalCluster, mpi_binary: Path) -> None:
-    out = run(local_cluster, het_step(mpi_binary))
-    assert out.returncode == 0, out.stderr
-    _assert_cross_node(out.stdout, out.stderr)
+def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: LocalCluster, mpi_binary: Path,
+                                                            tmp_path: Path) -> None:
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen(het_step(mpi_binary), env=slurm_env(local_cluster), stdout=o, stderr=e)
+    try:
+        ended = wait_for(lambda: proc.poll() is not None, lambda: len(ranks(out.read_text())) == 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # our own srun; its job is cancelled when srun goes
+        proc.wait()
+    _assert_cross_node(out.read_text(), err.read_text())
+    if not ended:
+        pytest.xfail(KNOWN_HET_HANG)
+    assert proc.returncode == 0, err.read_text()
 
 
 @pytest.mark.slurm
@@ -186,34 +221,42 @@ def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster
                                                      tmp_path: Path) -> None:
     # --exclusive: with CR_Core a plain `sbatch -N2` owns one core per node and the
     # -c2 components are refused ("More processors requested than permitted").
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\n" + shlex.join(het_step(mpi_binary)) + "\n")
+    script, out, err = tmp_path / "job.sh", tmp_path / "out", tmp_path / "err"
+    # exec: srun is the batch task itself, so a cancel reaches it even if it hangs.
+    script.write_text("#!/bin/sh\nexec " + shlex.join(het_step(mpi_binary)) + "\n")
     script.chmod(0o755)
-    out = run(local_cluster, ["sbatch", "--parsable", "-N2", "--exclusive", "--time=1",
-                              "-o", str(tmp_path / "out"), "-e", str(tmp_path / "err"), str(script)], cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    job_id = out.stdout.strip().split(";")[0]
+    submitted = run(local_cluster, ["sbatch", "--parsable", "-N2", "--exclusive", "--time=1",
+                                    "-o", str(out), "-e", str(err), str(script)], cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
     # Poll as ReFrame's `squeue` scheduler does, plus `-t all`: without accounting a
     # finished job drops out of plain `squeue -j` and is visible only with `-t all`.
-    seen, deadline = [], time.monotonic() + 60
-    while time.monotonic() < deadline:
+    seen: list[str] = []
+
+    def job_ended() -> bool:
         state = run(local_cluster, ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"]).stdout.strip()
         if not seen or seen[-1] != state:
             seen.append(state)
-        if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
-            break
-        time.sleep(0.2)
-    assert seen[-1] == "COMPLETED", f"states seen: {seen}; {(tmp_path / 'err').read_text()}"
+        return state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
+
+    try:
+        ended = wait_for(job_ended, lambda: out.exists() and len(ranks(out.read_text())) == 2)
+    finally:
+        run(local_cluster, ["scancel", job_id])  # no-op when it ended
+    _assert_cross_node(out.read_text(), err.read_text())
+    if not ended:
+        pytest.xfail(f"{KNOWN_HET_HANG}; job states seen {seen}")
+    assert seen[-1] == "COMPLETED", f"states seen: {seen}; {err.read_text()}"
     assert set(seen) <= {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED"}, seen
     assert run(local_cluster, ["squeue", "-h", "-j", job_id, "-o", "%i|%T|%N|%r"]).stdout.strip() == ""
-    _assert_cross_node((tmp_path / "out").read_text(), (tmp_path / "err").read_text())
 
 
 @pytest.mark.slurm
 def test_rank_dying_of_sigill_is_reported_by_srun(local_cluster: LocalCluster, mpi_binary: Path) -> None:
     out = run(local_cluster, ["srun", "--mpi=pmix", "-n2", str(mpi_binary), "sigill"], timeout=60)
     assert out.returncode != 0
-    assert "srun: error: node1: task 1: Illegal instruction" in out.stderr.splitlines(), out.stderr
+    # The signal is named; srun's own exit code is not 128+4 (the other rank is killed after).
+    assert re.search(r"^srun: error: node[12]: task 1: Illegal instruction$", out.stderr, re.M), out.stderr
     assert "rank 1 up" in out.stdout
 
 

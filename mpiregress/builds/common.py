@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from .. import manifest as manifest_mod
-from ..errors import InputError, MpiRegressError
+from ..errors import InputError, MpiRegressError, NotAvailableError
 from ..toolchain import Toolchain
 
 MIRROR_ENV = "OSU_SOURCE_MIRROR"
@@ -38,6 +38,19 @@ class BuildError(MpiRegressError):
 
 
 # --- the source tarball -------------------------------------------------------
+
+def say(message: str) -> None:
+    """Progress of a build, on stderr: stdout carries only the manifest path."""
+    print(f"mpiregress build: {message}", file=sys.stderr, flush=True)
+
+
+def require_command(command: str, tool: str, hint: str) -> str:
+    """Path of ``command``, or NotAvailableError (exit 4): that build method cannot run on this machine."""
+    found = shutil.which(command)
+    if found is None:
+        raise NotAvailableError(f"{tool} is not available on this machine: no '{command}' command on PATH ({hint})")
+    return found
+
 
 def sha256_of(path: Path) -> str:
     """Hex sha256 of a file, read in chunks (tarballs can be large)."""

@@ -23,14 +23,13 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from .. import manifest as manifest_mod
 from .. import microarch, toolchain
-from ..errors import InputError, NotAvailableError
+from ..errors import InputError
 from ..manifest import Manifest
 from ..paths import REPO_ROOT, state_dir
 from . import BuildOptions, common
@@ -46,20 +45,14 @@ LMOD_CANDIDATES = ("/usr/share/lmod/lmod/libexec/lmod", "/opt/apps/lmod/lmod/lib
 DRY_RUN_LINE = re.compile(r"^\s*\*\s+\[(?P<status>.)\]\s+(?P<easyconfig>\S+)\s+\(module:\s+(?P<module>[^)]+)\)\s*$")
 
 
-def _say(message: str) -> None:
-    # Progress goes to stderr: stdout carries only the manifest path.
-    print(f"mpiregress build: {message}", file=sys.stderr, flush=True)
+_say = common.say
 
 
 # --- running eb ----------------------------------------------------------------------------
 
 def require_eb() -> str:
     """Path of the ``eb`` command, or NotAvailableError (exit 4) naming what is missing."""
-    eb = shutil.which("eb")
-    if eb is None:
-        raise NotAvailableError("EasyBuild is not available on this machine: no 'eb' command on PATH "
-                                "(pip install easybuild, or load the site's EasyBuild module)")
-    return eb
+    return common.require_command("eb", "EasyBuild", "pip install easybuild, or load the site's EasyBuild module")
 
 
 def eb_environment(base: Optional[Mapping[str, str]] = None) -> dict[str, str]:

@@ -16,13 +16,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from .. import manifest as manifest_mod
 from .. import microarch, toolchain
-from ..errors import InputError, NotAvailableError
+from ..errors import InputError
 from ..manifest import Manifest
 from ..paths import REPO_ROOT
 from . import BuildOptions, common
@@ -35,17 +34,12 @@ SPEC_FILE = Path(".spack") / "spec.json"
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2", "mvapich", "intel-oneapi-mpi", "cray-mpich")
 
 
-def _say(message: str) -> None:
-    print(f"mpiregress build: {message}", file=sys.stderr, flush=True)
+_say = common.say
 
 
 def require_spack() -> str:
     """Path of the ``spack`` command, or NotAvailableError (exit 4) naming what is missing."""
-    spack = shutil.which("spack")
-    if spack is None:
-        raise NotAvailableError("Spack is not available on this machine: no 'spack' command on PATH "
-                                "(source share/spack/setup-env.sh of a Spack installation first)")
-    return spack
+    return common.require_command("spack", "Spack", "source share/spack/setup-env.sh of a Spack installation first")
 
 
 def environment_for(options: BuildOptions, tc: toolchain.Toolchain, root: Path = REPO_ROOT) -> Path:

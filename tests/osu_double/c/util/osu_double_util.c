@@ -7,6 +7,7 @@
 #include "osu_double_util.h"
 
 #include <errno.h>
+#include <mpi.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,4 +218,43 @@ void osu_double_print_usage(const char *program, int with_window)
     }
     printf("  -h, --help                    print this help\n");
     printf("  -v, --version                 print version info\n");
+}
+
+/* MPI_Init, trap hook, options and the two-rank rule, as every OSU pt2pt benchmark starts.
+ * Returns -1 when the benchmark should run; otherwise MPI is finalized and the value is
+ * the process exit code (usage, version, bad option, wrong number of ranks). */
+int osu_double_start(int *argc, char ***argv, const char *program, const char *title,
+                     int with_window, struct osu_double_options *opts, int *rank)
+{
+    char err_msg[256] = "";
+    int nprocs, status;
+
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    osu_double_maybe_trap(*rank);
+
+    status = osu_double_parse(*argc, *argv, opts, err_msg, sizeof(err_msg));
+    if (status != OSU_DOUBLE_RUN) {
+        if (*rank == 0) {
+            if (status == OSU_DOUBLE_BAD_USAGE) {
+                fprintf(stderr, "%s\n", err_msg);
+            }
+            if (status == OSU_DOUBLE_VERSION_INFO) {
+                printf("# OSU MPI %s Test v%s\n", title, OSU_DOUBLE_VERSION);
+            } else {
+                osu_double_print_usage(program, with_window);
+            }
+        }
+        MPI_Finalize();
+        return status == OSU_DOUBLE_BAD_USAGE ? EXIT_FAILURE : EXIT_SUCCESS;
+    }
+    if (nprocs != 2) {
+        if (*rank == 0) {
+            fprintf(stderr, "This test requires exactly two processes\n");
+        }
+        MPI_Finalize();
+        return EXIT_FAILURE;
+    }
+    return -1;
 }

@@ -38,6 +38,8 @@ int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
 
 /* Die like a broken rank would if OSU_DOUBLE_ILLEGAL_INSTRUCTION=1 and rank == 1. */
 void osu_double_maybe_trap(int rank);
+int osu_double_start(int *argc, char ***argv, const char *program, const char *title,
+                     int with_window, struct osu_double_options *opts, int *rank);
 
 /* Page-aligned buffer of `size` bytes filled with `fill`, or NULL. */
 char *osu_double_buffer(size_t size, char fill);

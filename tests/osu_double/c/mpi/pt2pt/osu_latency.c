@@ -16,37 +16,13 @@
 int main(int argc, char **argv)
 {
     struct osu_double_options opts;
-    char err_msg[256] = "";
     char *s_buf, *r_buf;
-    int rank, nprocs, status;
+    int rank, exit_code;
     long size;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    osu_double_maybe_trap(rank);
-
-    status = osu_double_parse(argc, argv, &opts, err_msg, sizeof(err_msg));
-    if (status != OSU_DOUBLE_RUN) {
-        if (rank == 0) {
-            if (status == OSU_DOUBLE_BAD_USAGE) {
-                fprintf(stderr, "%s\n", err_msg);
-            }
-            if (status == OSU_DOUBLE_VERSION_INFO) {
-                printf("# OSU MPI Latency Test v%s\n", OSU_DOUBLE_VERSION);
-            } else {
-                osu_double_print_usage("osu_latency", 0);
-            }
-        }
-        MPI_Finalize();
-        return status == OSU_DOUBLE_BAD_USAGE ? EXIT_FAILURE : EXIT_SUCCESS;
-    }
-    if (nprocs != 2) {
-        if (rank == 0) {
-            fprintf(stderr, "This test requires exactly two processes\n");
-        }
-        MPI_Finalize();
-        return EXIT_FAILURE;
+    exit_code = osu_double_start(&argc, &argv, "osu_latency", "Latency", 0, &opts, &rank);
+    if (exit_code >= 0) {
+        return exit_code;
     }
 
     s_buf = osu_double_buffer(opts.sizes_valid ? (size_t)opts.max_size : 1, 'a');
