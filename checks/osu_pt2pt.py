@@ -16,6 +16,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
+from reframe.core.launchers import LauncherWrapper
 
 from mpiregress import baselines, manifest, microarch, osu_output, paths, topology
 from mpiregress.errors import MpiRegressError
@@ -105,21 +106,30 @@ class OsuPt2PtCheck(rfm.RunOnlyRegressionTest):
         self.executable = str(self.build.binary(spec.benchmark))
         self.executable_opts = ['-m', f'{spec.message_size}:{spec.message_size}',
                                 '-x', str(self.warmup), '-i', str(self.iterations)]
-        options = list(self.current_partition.extras.get('launcher_options', []))
+        # A rank that dies (SIGILL, crash) must end the step, not leave its peer waiting.
+        options = list(self.current_partition.extras.get('launcher_options', [])) + ['--kill-on-bad-exit=1']
         first, second = self.binding.ranks
-        if self.binding.nodes == 1:
-            options.append(f'--cpu-bind=verbose,map_cpu:{self.binding.map_cpu()}')
-        elif first[1] == second[1]:
-            options.append(f'--cpu-bind=verbose,map_cpu:{first[1]}')
+        if self.binding.nodes == 1 or first[1] == second[1]:
+            # Explicit geometry: inside an existing allocation (scheduler 'local') srun
+            # would otherwise take the allocation's.
+            options += [f'--nodes={self.binding.nodes}', '--ntasks=2',
+                        f'--ntasks-per-node={self.num_tasks_per_node}',
+                        f'--cpu-bind=verbose,map_cpu:{self.binding.map_cpu() if self.binding.nodes == 1 else first[1]}']
         else:
-            # Nodes sharing one host's CPUs: a heterogeneous step gives each rank
-            # its own core and still forms one MPI_COMM_WORLD through PMIx.
+            # Nodes sharing one host's CPUs: a heterogeneous step gives each rank its own
+            # core and still forms one MPI_COMM_WORLD through PMIx. The second component
+            # ends half a second late: Slurm 22.05 can hang when both end at once (SchedMD 16817).
             cpus = self.num_cpus_per_task
             options += ['-w', '"$MPIREGRESS_NODE0"', '-n1', f'-c{cpus}', f'--cpu-bind=verbose,map_cpu:{first[1]}']
+            late_exit = shlex.quote('"$0" "$@"; rc=$?; sleep 0.5; exit $rc')
             self.executable_opts += [':', '-w', '"$MPIREGRESS_NODE1"', '-n1', f'-c{cpus}',
                                      f'--cpu-bind=verbose,map_cpu:{second[1]}',
-                                     self.executable] + self.executable_opts
+                                     'sh', '-c', late_exit, self.executable] + self.executable_opts
         self.job.launcher.options = options
+        step_timeout = self.current_partition.extras.get('step_timeout')
+        if step_timeout:
+            seconds = max(60, int(step_timeout * self.iterations / MEASURED_ITERATIONS))
+            self.job.launcher = LauncherWrapper(self.job.launcher, 'timeout', ['-k', '10', str(seconds)])
 
     @run_after('setup')
     def guard_microarchitecture(self):

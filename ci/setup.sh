@@ -6,7 +6,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git)
+# rsync: gitlab-ci-local's --shell-isolation copies each job's checkout with it.
+apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git rsync)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -46,8 +46,9 @@ MAX_SOCKET_PATH = 100
 
 
 def default_state_dir() -> Path:
-    """Where the developer's local cluster keeps its files: ``<state_dir>/local-cluster``."""
-    return paths.state_dir() / "local-cluster"
+    """Where the local cluster keeps its files: ``$MPIREGRESS_LOCAL_CLUSTER_DIR``, else ``<state_dir>/local-cluster``."""
+    explicit = os.environ.get("MPIREGRESS_LOCAL_CLUSTER_DIR")
+    return Path(explicit).resolve() if explicit else paths.state_dir() / "local-cluster"
 
 
 def slurm_reachable(env: Optional[dict] = None, timeout: float = 10) -> tuple[bool, str]:

@@ -155,6 +155,9 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
+    if env.get("MPIREGRESS_IN_ALLOCATION"):
+        # One allocation, its nodes shared by every check: benchmarks must not overlap.
+        cmd += ["--exec-policy=serial"]
     if opts.system != "local" and not env.get("LMOD_CMD") and LMOD_INIT.exists():
         # The clusters' programming environments load modules; a login shell has Lmod
         # ready, a bare CI shell may not.

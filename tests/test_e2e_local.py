@@ -32,8 +32,8 @@ def pipeline(local_cluster, tmp_path_factory):
     _, sha256 = make_tarball(mirror)
     env = dict(os.environ)
     env.update({
-        # The run command finds the session's cluster at <state dir>/local-cluster.
-        "MPIREGRESS_STATE_DIR": str(local_cluster.state_dir.parent),
+        "MPIREGRESS_LOCAL_CLUSTER_DIR": str(local_cluster.state_dir),
+        "MPIREGRESS_STATE_DIR": str(tmp_path_factory.mktemp("state")),
         "OSU_SOURCE_MIRROR": str(mirror),
         "OSU_SHA256": sha256,
     })
@@ -171,12 +171,18 @@ def test_slurm_down_is_one_sentence_and_exit_3(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("system, expected", [
-    ("iris", ["--constraint=broadwell", "--constraint=skylake", "map_cpu:0,14", "module load gompi/2023b"]),
-    ("aion", ["map_cpu:0,16", "map_cpu:0,64", "module load gompi/2023b"]),
+@pytest.mark.parametrize("system, in_allocation, expected", [
+    ("iris", False, ["--constraint=broadwell", "--constraint=skylake", "map_cpu:0,14", "module load gompi/2023b"]),
+    ("aion", False, ["map_cpu:0,16", "map_cpu:0,64", "module load gompi/2023b", "#SBATCH --exclusive"]),
+    ("aion", True, ["--nodes=1 --ntasks=2 --ntasks-per-node=2 --cpu-bind=verbose,map_cpu:0,64",
+                    "--nodes=2 --ntasks=2 --ntasks-per-node=1"]),
 ])
-def test_cluster_dry_run_writes_job_scripts_from_topology(system, expected, tmp_path):
+def test_cluster_dry_run_writes_job_scripts_from_topology(system, in_allocation, expected, tmp_path):
     env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
+    env.pop("MPIREGRESS_IN_ALLOCATION", None)
+    if in_allocation:
+        # A CI job that already is the allocation: no sbatch, srun inside it with explicit geometry.
+        env["MPIREGRESS_IN_ALLOCATION"] = "1"
     done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", system, "--dry-run",
                            "--report-dir", str(tmp_path / "r")],
                           env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -185,6 +191,7 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, expected, tmp_
     for fragment in expected:
         assert fragment in scripts
     assert "mpiregress guard --build-target" in scripts
+    assert ("#SBATCH" in scripts) is not in_allocation
 
 
 def test_osu_output_without_data_row_fails_sanity_although_osu_exits_0(pipeline, tmp_path):
