@@ -39,6 +39,20 @@ class BuildError(MpiRegressError):
 
 # --- the source tarball -------------------------------------------------------
 
+BINARIES = ("osu_latency", "osu_bw")   # what every build must provide to the checks
+
+
+def record(manifest: "manifest_mod.Manifest", manifest_dir: Path, done: str, log: object = None) -> "manifest_mod.Manifest":
+    """Write ``manifest`` once its benchmark binaries are there; ``done`` names the step that should have made them."""
+    for name in BINARIES:
+        binary = manifest.binary(name)
+        if not os.access(binary, os.X_OK):
+            where = f"; log: {log}" if log else ""
+            raise BuildError(f"{done} but {binary} is missing{where}")
+    manifest.path = str(manifest_mod.write(manifest, manifest_dir))
+    return manifest
+
+
 def say(message: str) -> None:
     """Progress of a build, on stderr: stdout carries only the manifest path."""
     print(f"mpiregress build: {message}", file=sys.stderr, flush=True)

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .. import manifest as manifest_mod
 from .. import microarch, toolchain
 from ..errors import InputError
 from ..manifest import Manifest
@@ -36,7 +35,7 @@ from . import BuildOptions, common
 
 METHOD = "easybuild"
 OSU_NAME = "OSU-Micro-Benchmarks"
-BINARIES = ("osu_latency", "osu_bw")
+BINARIES = common.BINARIES
 BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
 # EasyBuild's compiler family names, for --optarch=<family>:<flags>.
 EB_COMPILER_FAMILY = {"gcc": "GCC"}
@@ -412,10 +411,4 @@ def build(options: BuildOptions) -> Manifest:
                                      system=options.system, partition=options.partition)
     manifest.sha256_official = official
     manifest.extra["build_log"] = str(log)
-    for name in BINARIES:
-        binary = manifest.binary(name)
-        if not os.access(binary, os.X_OK):
-            raise common.BuildError(f"EasyBuild finished but {binary} is missing; log: {log}")
-    path = manifest_mod.write(manifest, options.manifest_dir)
-    manifest.path = str(path)
-    return manifest
+    return common.record(manifest, options.manifest_dir, "EasyBuild finished", log)

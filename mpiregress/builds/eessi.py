@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .. import manifest as manifest_mod
 from .. import microarch, toolchain
 from ..errors import InputError, NotAvailableError
 from ..manifest import Manifest
@@ -29,7 +28,6 @@ OVERRIDE_VAR = "EESSI_ARCHDETECT_OPTIONS_OVERRIDE"
 OSU_ROOT_VAR = "EBROOTOSUMINMICROMINBENCHMARKS"
 OSU_VERSION_VAR = "EBVERSIONOSUMINMICROMINBENCHMARKS"
 BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
-BINARIES = ("osu_latency", "osu_bw")
 
 
 def setup_lines(init: str, module: str, subdir_override: Optional[str] = None) -> list[str]:
@@ -150,9 +148,4 @@ def build(options: BuildOptions) -> Manifest:
     if refusal:
         raise common.BuildError(f"EESSI selected {manifest.extra['eessi_software_subdir']}: {refusal}; "
                                 f"force a subdirectory with --eessi-subdir-override")
-    for name in BINARIES:
-        if not manifest.binary(name).is_file():
-            raise common.BuildError(f"EESSI module {tc.eessi['module']} has no {manifest.binary(name)}")
-    path = manifest_mod.write(manifest, options.manifest_dir)
-    manifest.path = str(path)
-    return manifest
+    return common.record(manifest, options.manifest_dir, f"EESSI module {tc.eessi['module']} loaded")

@@ -18,7 +18,7 @@ from ..paths import state_dir
 from . import BuildOptions, common
 
 METHOD = "source"
-BINARIES = ("osu_latency", "osu_bw")
+BINARIES = common.BINARIES
 # OSU 7.2 installs its benchmarks here (there is no bin/).
 BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
 
@@ -88,11 +88,6 @@ def build(options: BuildOptions) -> Manifest:
         _say(f"[{step}] {' '.join(cmd)} (log: {log})")
         common.run_logged(cmd, step=step, cwd=srcdir, log=log, env=env)
 
-    for name in BINARIES:
-        binary = bin_dir / "pt2pt" / name
-        if not os.access(binary, os.X_OK):
-            raise common.BuildError(f"'make install' finished but {binary} is missing; full log: {log}")
-
     notes = common.toolchain_notes(tc, compiler, mpi)
     if not official:
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
@@ -106,6 +101,4 @@ def build(options: BuildOptions) -> Manifest:
                "configure": configure, "system": options.system, "partition": options.partition},
         notes=notes,
     )
-    path = manifest_mod.write(manifest, options.manifest_dir)
-    manifest.path = str(path)
-    return manifest
+    return common.record(manifest, options.manifest_dir, "'make install' finished", log)

@@ -13,7 +13,6 @@ Spack cannot be installed on the project's development machines: there,
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +26,6 @@ from ..paths import REPO_ROOT
 from . import BuildOptions, common
 
 METHOD = "spack"
-BINARIES = ("osu_latency", "osu_bw")
 # Spack's osu-micro-benchmarks package installs the benchmarks here (its setup_run_environment says so).
 BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
 SPEC_FILE = Path(".spack") / "spec.json"
@@ -205,10 +203,4 @@ def build(options: BuildOptions) -> Manifest:
     manifest.build_host = manifest_mod.host_record()   # the machine that ran spack install
     manifest.extra["build_log"] = str(log)
     manifest.extra["spack_env_dir"] = str(env_dir)
-    for name in BINARIES:
-        binary = manifest.binary(name)
-        if not os.access(binary, os.X_OK):
-            raise common.BuildError(f"spack install finished but {binary} is missing; log: {log}")
-    path = manifest_mod.write(manifest, options.manifest_dir)
-    manifest.path = str(path)
-    return manifest
+    return common.record(manifest, options.manifest_dir, "spack install finished", log)
