@@ -1,5 +1,5 @@
 /*
- * osu_bw of the OSU test double: a real windowed bandwidth test between two
+ * osu_bw of the OSU test double (installed as osu_bw): a real windowed bandwidth test between two
  * ranks, printed in the OSU 7.2 format. Written from scratch for mpiregress'
  * tests.
  *
