@@ -403,6 +403,13 @@ def artifact(repo: Path, job: str, pattern: str) -> list[Path]:
     return sorted((repo / ".gitlab-ci-local" / "artifacts" / safe_job_name(job)).glob(pattern))
 
 
+# The local cross_node check is a heterogeneous Slurm step on one host, where Slurm 22.05 and
+# PMIx occasionally misbehave (a teardown hang, SchedMD 16817; a rare rank crash). The toolchain-MR
+# run above covers cross_node through the pipeline; the other runs test the pipeline's wiring and
+# measure same_numa only, so a rare defect of that path cannot decide them.
+ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --placements same_numa"}
+
+
 def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
     return (done.stdout + done.stderr)[-n:]
 
@@ -428,7 +435,7 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
 @pytest.mark.slow
 def test_real_toolchain_mr_with_broken_baseline_fails_at_the_run_job(gitlab_ci_local, local_pipeline_vars, tmp_path):
     repo = make_repo(tmp_path, break_local_latency_baseline, "toolchain + impossible latency baseline")
-    done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars})
+    done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars, **ONE_NODE_ONLY})
     assert done.returncode != 0, tail(done)
     assert verdicts.get("run:local:batch") == "FAIL", tail(done)
     assert all(verdicts.get(job) == "PASS" for job in LINT | {"build:local:batch: [source]"}), verdicts
@@ -459,7 +466,7 @@ def test_real_docs_mr_pipeline_runs_lint_only(gitlab_ci_local, local_pipeline_va
 @pytest.mark.slow
 def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local, local_pipeline_vars, tmp_path):
     repo = make_repo(tmp_path)
-    variables = {"CI_PIPELINE_SOURCE": "schedule", **local_pipeline_vars}
+    variables = {"CI_PIPELINE_SOURCE": "schedule", **local_pipeline_vars, **ONE_NODE_ONLY}
     done, verdicts = run_pipeline(gitlab_ci_local, repo, variables)
     assert done.returncode == 0, tail(done)
     assert verdicts == {job: "PASS" for job in LINT | LOCAL_BENCH | {"history:local"}}, tail(done)
