@@ -51,8 +51,7 @@ class Reference:
 
     def limit(self) -> float:
         """The worst value still inside the band."""
-        sign = -1 if METRICS[self.metric].higher_is_better else 1
-        return self.value * (1 + sign * self.tolerance)
+        return METRICS[self.metric].limit(self.value, self.tolerance)
 
     def reframe(self) -> tuple[float, Optional[float], Optional[float], str]:
         """This reference as a ReFrame ``reference`` tuple."""

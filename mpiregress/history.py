@@ -35,10 +35,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
+from . import jsonfile
 from .errors import InputError
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from .results import STATUSES, Result
-from .results import load as load_results
+from .results import from_data as results_from_data
 
 SCHEMA = "mpiregress-history/1"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -182,16 +183,9 @@ class ImportSummary:
 def read_results_file(path: Path) -> list[Result]:
     """The results.json at ``path`` as Result records, or one sentence saying why not."""
     path = Path(path)
+    data = jsonfile.read(path, "results file")
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"results file {path} does not exist") from None
-    except OSError as err:
-        raise InputError(f"results file {path} cannot be read: {err.strerror}") from None
-    try:
-        results = load_results(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"results file {path} is not valid JSON: {err}") from None
+        results = results_from_data(data)
     except TypeError as err:
         raise InputError(f"results file {path} is not a list of results: {err}") from None
     return results

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from . import microarch
+from . import jsonfile, microarch
 from .errors import InputError
 from .names import METHODS
 
@@ -85,12 +85,7 @@ def write(manifest: Manifest, directory: Path) -> Path:
 
 def read(path: Path) -> Manifest:
     """Read and validate one manifest; an InputError names the file and the field."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"manifest {path} does not exist") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"manifest {path} is not valid JSON: {err}") from None
+    data = jsonfile.read(path, "manifest")
     if not isinstance(data, dict):
         raise InputError(f"manifest {path} must hold a JSON object")
     if data.get("schema") != SCHEMA:

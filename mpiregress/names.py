@@ -7,6 +7,7 @@ creating a new series.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
@@ -26,6 +27,11 @@ class Metric:
     def worse(self, value: float, reference: float) -> bool:
         """True when ``value`` is on the hurting side of ``reference``."""
         return value < reference if self.higher_is_better else value > reference
+
+    def limit(self, reference: float, tolerance: Optional[float]) -> float:
+        """The worst value still inside a one-sided band of ``tolerance`` around ``reference``."""
+        sign = -1 if self.higher_is_better else 1
+        return reference * (1 + sign * (tolerance or 0.0))
 
 
 METRICS: dict[str, Metric] = {

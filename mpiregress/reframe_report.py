@@ -8,10 +8,10 @@ becomes a record, so nothing that ran is lost from the report.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from pathlib import Path
 from typing import Any
 
+from . import jsonfile
 from .errors import InputError
 from .names import METRICS
 from .results import Result
@@ -75,12 +75,7 @@ def case_to_result(case: dict[str, Any], toolchain: str = "", commit: str = "", 
 
 def load(path: Path, toolchain: str = "", commit: str = "", pipeline: str = "") -> list[Result]:
     """All test cases of every run in the report at ``path``."""
-    try:
-        report = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"ReFrame report {path} does not exist (did ReFrame run?)") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"ReFrame report {path} is not valid JSON: {err}") from None
+    report = jsonfile.read(path, "ReFrame report", " (did ReFrame run?)")
     try:
         cases = [case for run in report["runs"] for case in run["testcases"]]
     except (KeyError, TypeError):

@@ -54,8 +54,15 @@ def dump(results: list[Result]) -> str:
     return json.dumps([r.to_dict() for r in results], indent=2) + "\n"
 
 
+def from_data(data: Any) -> list[Result]:
+    """Result records from parsed JSON (a list of objects); TypeError when it is not that."""
+    if not isinstance(data, list):
+        raise TypeError(f"expected a list of results, found {type(data).__name__}")
+    return [Result(**item) for item in data]
+
+
 def load(text: str) -> list[Result]:
-    return [Result(**item) for item in json.loads(text)]
+    return from_data(json.loads(text))
 
 
 def aggregate(results: list[Result]) -> list[Result]:
@@ -93,8 +100,7 @@ def aggregate(results: list[Result]) -> list[Result]:
             merged.status, merged.reason = "pass", ""
             if merged.reference is not None and merged.tolerance is not None:
                 metric = METRICS[merged.metric]
-                sign = -1 if metric.higher_is_better else 1
-                limit = merged.reference * (1 + sign * merged.tolerance)
+                limit = metric.limit(merged.reference, merged.tolerance)
                 if metric.worse(merged.value, limit):
                     merged.status = "fail"
                     merged.reason = f"median {merged.value:g} {merged.unit} is beyond the limit {limit:g} {merged.unit}"

@@ -61,9 +61,9 @@ def _fmt(value: Optional[float]) -> str:
 def _baseline(r: Result) -> str:
     if r.reference is None:
         return "-"
-    sign = ">=" if METRICS[r.metric].higher_is_better else "<="
-    limit = r.reference * (1 - r.tolerance) if METRICS[r.metric].higher_is_better else r.reference * (1 + (r.tolerance or 0))
-    return f"{_fmt(r.reference)} ({sign} {_fmt(limit)})"
+    metric = METRICS[r.metric]
+    sign = ">=" if metric.higher_is_better else "<="
+    return f"{_fmt(r.reference)} ({sign} {_fmt(metric.limit(r.reference, r.tolerance))})"
 
 
 def _order(r: Result) -> tuple:
