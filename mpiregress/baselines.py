@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
+from . import inputs
 from .errors import InputError
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 
@@ -147,14 +146,7 @@ def parse(data: Any, path: Path) -> Baselines:
 def load(path: Path) -> Baselines:
     """Load and validate the baselines file at ``path``."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"baselines file {path} does not exist") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(f"baselines file {path}: not valid YAML: {err}") from None
+    data = inputs.read_yaml(path, "baselines file", expect=None)
     return parse(data, path)
 
 

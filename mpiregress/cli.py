@@ -1,19 +1,30 @@
 """The ``mpiregress`` command line: one subcommand per pipeline job.
 
 Each module in ``mpiregress.commands`` defines ``register(subparsers)``; adding a
-command is adding a module. Errors derived from MpiRegressError become one
-sentence on stderr and their exit code, never a traceback.
+command is adding a module.
+
+One rule holds here, at the top: no traceback reaches the user, and every failure
+maps to the documented exit codes (0 pass, 1 regression, 2 error, 3 infrastructure,
+4 not available). Errors derived from MpiRegressError become their sentence and
+code; a file the system refuses (OSError) becomes one sentence naming it, exit 2;
+anything unexpected becomes exit 2 with one sentence naming the command's inputs
+and the log holding the traceback. Exit 1 is left to a judged regression alone.
 """
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
+import traceback
+from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__, commands
-from .errors import MpiRegressError
+from .errors import ERROR, MpiRegressError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,17 +41,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _inputs(args: argparse.Namespace) -> str:
+    """The files and folders the command was given, for a sentence (``--db h.sqlite, results.json``)."""
+    named = []
+    for key, value in sorted(vars(args).items()):
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, Path):
+                named.append(str(item) if key in ("results",) else f"--{key.replace('_', '-')} {item}")
+    return ", ".join(named) or "no file argument"
+
+
+def _crash_log(argv: Sequence[str], text: str) -> Path:
+    """Write the traceback to a log file (state folder, else the temp folder) and return its path."""
+    from .paths import state_dir
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    body = f"mpiregress {' '.join(argv)}\n{text}"
+    for folder in (state_dir() / "log", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"mpiregress-crash-{stamp}-{os.getpid()}.log"
+            path.write_text(body)
+            return path
+        except OSError:
+            continue
+    return Path("(no writable log folder; run again with MPIREGRESS_DEBUG=1)")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    prefix = f"mpiregress {args.command}: error:"
     try:
         code = args.func(args)
     except MpiRegressError as err:
-        print(f"mpiregress {args.command}: error: {err}", file=sys.stderr)
+        print(f"{prefix} {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    return int(code or 0)
+    except OSError as err:
+        # A location the system refuses (not writable, not a folder, disk full): the user's to fix.
+        where = err.filename if err.filename is not None else _inputs(args)
+        print(f"{prefix} cannot use {where}: {err.strerror or err}", file=sys.stderr)
+        return ERROR
+    except Exception as err:  # noqa: BLE001 - the top-level rule: no traceback reaches a user
+        if os.environ.get("MPIREGRESS_DEBUG"):
+            raise
+        log = _crash_log(argv, traceback.format_exc())
+        print(f"{prefix} unexpected {type(err).__name__} ({' '.join(str(err).split())[:200]}) while "
+              f"handling {_inputs(args)}; the traceback is in {log}", file=sys.stderr)
+        return ERROR
+    code = int(code or 0)
+    return code
 
 
 if __name__ == "__main__":

@@ -35,11 +35,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
-from . import jsonfile
+from . import inputs
 from .errors import InputError
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from .results import STATUSES, Result
-from .results import from_data as results_from_data
 
 SCHEMA = "mpiregress-history/1"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -182,13 +181,7 @@ class ImportSummary:
 
 def read_results_file(path: Path) -> list[Result]:
     """The results.json at ``path`` as Result records, or one sentence saying why not."""
-    path = Path(path)
-    data = jsonfile.read(path, "results file")
-    try:
-        results = results_from_data(data)
-    except TypeError as err:
-        raise InputError(f"results file {path} is not a list of results: {err}") from None
-    return results
+    return inputs.read_results(Path(path))
 
 
 def _now() -> str:

@@ -5,9 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from . import microarch
+from . import inputs, microarch
 from .errors import InputError
 
 SCHEMA = "mpiregress-toolchain/1"
@@ -67,12 +65,7 @@ class Toolchain:
 def load(path: Path) -> Toolchain:
     """Load ``path`` and check the fields every consumer relies on; errors name file and key."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"toolchain file {path} does not exist") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"toolchain file {path}: not valid YAML: {err}") from None
+    data = inputs.read_yaml(path, "toolchain file", expect=None)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise InputError(f"toolchain file {path}: 'schema' must be '{SCHEMA}'")
     for key in ("compiler.name", "compiler.version", "mpi.name", "mpi.version", "osu.version",
@@ -82,6 +75,14 @@ def load(path: Path) -> Toolchain:
             node = node.get(part) if isinstance(node, dict) else None
         if node in (None, "", {}):
             raise InputError(f"toolchain file {path}: '{key}' is missing")
+    for key in ("compiler", "mpi", "osu", "eessi", "partitions"):
+        if not isinstance(data[key], dict):
+            raise InputError(f"toolchain file {path}: '{key}' must be a mapping, found {type(data[key]).__name__}")
+    for system, parts in data["partitions"].items():
+        if not isinstance(parts, dict) or not all(
+                isinstance(spec, dict) and isinstance(spec.get("target"), str) for spec in parts.values()):
+            raise InputError(f"toolchain file {path}: 'partitions.{system}' must map each partition to a "
+                             "mapping with a 'target'")
     toolchain = Toolchain(path, data)
     for spec in toolchain.partitions():
         microarch.lookup(spec.target)
