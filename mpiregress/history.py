@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
-from . import inputs
+from . import history_journal, inputs
 from .errors import InputError
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from .results import STATUSES, Result
@@ -231,6 +231,7 @@ class History:
         self.path = Path(path)
         self._refuse_if_not_sqlite()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.journal = history_journal.choose(self.path)
         try:
             # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below).
             self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -277,8 +278,9 @@ class History:
         self._retry(self._init_schema)
 
     def _init_schema(self) -> None:
-        # WAL lets readers (reports) run while a CI job imports; it is a property of the file.
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL lets readers (reports) run while a CI job imports; on a network file system it is
+        # unsafe and the rollback journal is used (history_journal says which, and why).
+        self._db.execute(f"PRAGMA journal_mode={self.journal.mode}")
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for statement in filter(None, (s.strip() for s in _DDL.split(";"))):

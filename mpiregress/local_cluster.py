@@ -10,6 +10,7 @@ their pid files, never by name.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
@@ -43,6 +44,9 @@ REQUIRED_TOOLS = {
 }
 # A unix socket path longer than this cannot be bound (sun_path is 108 bytes).
 MAX_SOCKET_PATH = 100
+# Held (flock) by a run for as long as it uses the cluster: start never restarts a cluster
+# under a run, and a second run on the same state folder is refused.
+IN_USE_LOCK = "in-use.lock"
 
 
 def default_state_dir() -> Path:
@@ -138,6 +142,39 @@ def _pid_alive(pid: int, executable: str) -> bool:
     return os.path.basename(argv0) == executable
 
 
+def _children_map() -> dict[int, list[int]]:
+    """Parent PID -> child PIDs of every process now, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def _descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _not_searchable_by(folder: Path, user: pwd.struct_passwd) -> Optional[Path]:
     """The first existing folder on the way to ``folder`` that ``user`` may not enter, or None."""
     for path in reversed([folder, *folder.parents]):
@@ -174,6 +211,8 @@ class LocalCluster:
         self.munge_dir = self.state_dir / "munge"
         self.munge_socket = self.munge_dir / "munge.socket"
         self.info_file = self.state_dir / "cluster.json"
+        self.lock_file = self.state_dir / IN_USE_LOCK
+        self._claim: Optional[int] = None
 
     # -- what is where ------------------------------------------------------
     def daemons(self) -> dict[str, dict]:
@@ -211,6 +250,47 @@ class LocalCluster:
         """The live PID of daemon ``name`` from its pid file, or None."""
         pid = self._recorded_pid(name)
         return pid if pid is not None and _pid_alive(pid, self.daemons()[name]["exe"]) else None
+
+    # -- who uses it ----------------------------------------------------------
+    def claim(self, who: str) -> None:
+        """Hold the cluster for one run (``who`` says which, for others' messages) until :meth:`release`.
+
+        A second run on the same state folder is refused with one sentence naming the first.
+        """
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise InfrastructureError(f"the local cluster in {self.state_dir} is in use by another mpiregress "
+                                      f"run ({holder}); wait for it to end") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"PID {os.getpid()}, {who}\n".encode(), 0)
+        self._claim = fd
+
+    def release(self) -> None:
+        """Let other runs (and start/stop) have the cluster again."""
+        if self._claim is not None:
+            os.close(self._claim)
+            self._claim = None
+
+    def user(self) -> Optional[str]:
+        """Which other run holds the cluster now (its PID and report folder), or None."""
+        if self._claim is not None or not self.lock_file.exists():
+            return None
+        try:
+            fd = os.open(self.lock_file, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None
+        except OSError:
+            return os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
+        finally:
+            os.close(fd)
 
     # -- status -------------------------------------------------------------
     def nodes(self) -> dict[str, dict]:
@@ -269,8 +349,13 @@ class LocalCluster:
         of the relevant log) when something does not come up in ``timeout`` s.
         """
         self._check_prerequisites()
-        if self.status()["up"]:
+        status = self.status()
+        if status["up"]:
             return False
+        user = self.user()
+        if user:
+            raise InfrastructureError(f"the local cluster in {self.state_dir} is not healthy ({status['message']}) "
+                                      f"but a run is using it ({user}); it is not restarted under that run")
         self.stop()
         self._prepare()
         self._start_munged(timeout)
@@ -418,12 +503,19 @@ class LocalCluster:
                          if p.exists() and p.stat().st_size) or "no log was written"
 
     # -- stop ---------------------------------------------------------------
-    def stop(self, timeout: float = 20) -> list[int]:
-        """Cancel the jobs, stop every daemon by the PID in its pid file and wait until gone.
+    def stop(self, timeout: float = 20, force: bool = False) -> list[int]:
+        """Cancel the jobs, stop every daemon by the PID in its pid file, then every step daemon left.
 
         Returns the PIDs that were stopped. A daemon still alive after
-        ``timeout`` s of SIGTERM gets SIGKILL. Safe to call when nothing runs.
+        ``timeout`` s of SIGTERM gets SIGKILL. Step daemons (slurmstepd) of this
+        cluster that outlived their slurmd or slurmctld, and every process under
+        them, are killed by PID. Safe to call when nothing runs. Refused while a
+        run uses the cluster, unless ``force``.
         """
+        user = self.user()
+        if user and not force:
+            raise InfrastructureError(f"the local cluster in {self.state_dir} is in use by a run ({user}); "
+                                      f"not stopped under it (use --force to stop it anyway)")
         if self._pid("slurmctld") is not None:
             self._cancel_jobs()
         stopped = []
@@ -446,7 +538,45 @@ class LocalCluster:
                 stopped.append(pid)
             # The daemon is gone: its pid file must not name a PID a new process may get.
             d["pid_file"].unlink(missing_ok=True)
-        return stopped
+        return stopped + self._kill_step_daemons()
+
+    def step_daemons(self) -> list[int]:
+        """PIDs of the slurmstepd processes of this cluster (their environment names its slurm.conf)."""
+        found = []
+        conf = f"SLURM_CONF={self.slurm_conf}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                if stat.split("(", 1)[1].rsplit(")", 1)[0] != "slurmstepd" or \
+                        stat.rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except (OSError, IndexError):
+                continue
+            if conf in environ:
+                found.append(int(entry))
+        return found
+
+    def _kill_step_daemons(self, timeout: float = 10) -> list[int]:
+        """SIGKILL every step daemon of this cluster and every process under it, by PID; wait until gone."""
+        stepds = self.step_daemons()
+        if not stepds:
+            return []
+        children = _children_map()
+        # Children first, so none is re-parented out of reach before it is signalled.
+        victims = [pid for stepd in stepds for pid in _descendants(stepd, children)] + stepds
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(_alive(pid) for pid in victims):
+            time.sleep(0.05)
+        return victims
 
     def _cancel_jobs(self) -> None:
         """Cancel every job, and give the steps a moment to end, so no slurmstepd outlives slurmd."""

@@ -22,7 +22,17 @@ _SIGNAL_PATTERNS = (
     re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,\-]+): (?P<name>[A-Z][\w ]*?)(?: \(core dumped\))?$", re.M),
 )
 _NEEDS_TWO = "This test requires exactly two processes"
-_CANCELLED = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)(?P<limit> DUE TO TIME LIMIT)?")
+_CANCELLED = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
+                        r"(?P<limit> DUE TO TIME LIMIT)?(?P<node_failure> DUE TO NODE FAILURE)?[^*\n]*\*\*\*")
+# Slurm's own words for a node that is gone, a controller that does not answer, a job it killed.
+_NODE_FAILURE = re.compile(r"^.*(?:Node failure on (?P<node>\S+)|NODE_FAIL|Node (?P<down>\S+) (?:not responding|"
+                           r"is DOWN)).*$", re.M)
+_CONTROLLER = re.compile(r"^.*(?:Unable to contact slurm controller|Slurm controller not responding|"
+                         r"slurm_(?:load|get)\w* error: Unable to contact).*$", re.M | re.I)
+_STEP_CREATE = re.compile(r"^.*srun: error: (?:Unable to create step|Unable to allocate resources|"
+                          r"Job allocation \S+ has been revoked).*$", re.M)
+# How every infrastructure reason below begins: CI retries these (exit 3), never judges them.
+INFRASTRUCTURE_PREFIXES = ("node lost: ", "Slurm controller unreachable: ", "Slurm killed the ")
 
 
 class OsuOutputError(ValueError):
@@ -120,17 +130,55 @@ def rank_deaths(text: str) -> list[RankDeath]:
     return deaths
 
 
+def infrastructure_reason(text: str) -> Optional[str]:
+    """One sentence, quoting Slurm, when ``text`` shows that Slurm (not the benchmark) ended the run.
+
+    A lost node, an unreachable controller and a job Slurm killed are infrastructure
+    faults: a rerun may pass, and a rank "Terminated" by them says nothing about MPI.
+    """
+    for m in _CANCELLED.finditer(text):
+        said = m.group(0).strip("* ").strip()
+        if m.group("node_failure"):
+            return f"node lost: Slurm ended the {m.group('what').lower()} on a node failure ('{said}')"
+    node = _NODE_FAILURE.search(text)
+    if node:
+        return f"node lost: Slurm says '{' '.join(node.group(0).split())}'"
+    controller = _CONTROLLER.search(text)
+    if controller:
+        return f"Slurm controller unreachable: '{' '.join(controller.group(0).split())}'"
+    cancelled = _CANCELLED.search(text)
+    if cancelled:
+        said = cancelled.group(0).strip("* ").strip()
+        if cancelled.group("limit"):
+            return (f"Slurm killed the {cancelled.group('what').lower()} at its time limit "
+                    f"({cancelled.group('at')} on {cancelled.group('node')}): the benchmark did not finish "
+                    f"('{said}')")
+        return f"Slurm killed the {cancelled.group('what').lower()}: '{said}'"
+    revoked = _STEP_CREATE.search(text)
+    if revoked:
+        return f"Slurm killed the job step: '{' '.join(revoked.group(0).split())}'"
+    return None
+
+
+def is_infrastructure(reason: str) -> bool:
+    """True when ``reason`` is one of :func:`infrastructure_reason`'s sentences."""
+    return reason.startswith(INFRASTRUCTURE_PREFIXES)
+
+
 def failure_reason(text: str) -> Optional[str]:
-    """One sentence for a launcher-reported failure in ``text``, or None when there is none."""
+    """One sentence for a launcher-reported failure in ``text``, or None when there is none.
+
+    Slurm's own account (node lost, controller gone, job killed) comes first: the ranks
+    it terminated did not fail on their own.
+    """
+    infrastructure = infrastructure_reason(text)
+    if infrastructure:
+        return infrastructure
     for death in rank_deaths(text):
         if death.illegal_instruction:
             return (f"rank {death.rank} on {death.node} died of an illegal instruction (SIGILL, signal 4): "
                     "the binary uses instructions this node's CPU does not have")
         return f"rank {death.rank} on {death.node} died: {death.name}"
-    cancelled = _CANCELLED.search(text)
-    if cancelled and cancelled.group("limit"):
-        return (f"Slurm killed the {cancelled.group('what').lower()} at its time limit "
-                f"({cancelled.group('at')} on {cancelled.group('node')}): the benchmark did not finish")
     if _NEEDS_TWO in text:
         return "the benchmark needs exactly two MPI processes and was started with another number"
     return None

@@ -11,10 +11,14 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from . import jsonfile
+from . import inputs, osu_output
 from .errors import InputError
 from .names import METRICS
 from .results import Result
+
+
+# Fields every case of the project's checks carries, as text.
+_CASE_TEXT = ("metric", "system", "partition", "build_method", "placement")
 
 
 def _status(case: dict[str, Any]) -> str:
@@ -37,7 +41,16 @@ def _time(case: dict[str, Any]) -> str:
 
 def _reason(case: dict[str, Any], status: str) -> str:
     reason = (case.get("skip_reason") if status == "skip" else case.get("fail_reason")) or ""
-    reason = reason.strip()
+    reason = str(reason).strip()
+    if status == "error":
+        # Slurm's own words first (node lost, controller unreachable, job killed), wherever
+        # ReFrame put them: an sbatch failure's cause sits lines below "failed with exit code 1:".
+        infrastructure = osu_output.infrastructure_reason(reason)
+        if infrastructure:
+            return infrastructure
+        lines = [ln.strip() for ln in reason.splitlines() if ln.strip() and not ln.strip().startswith("---")]
+        if lines and lines[0].endswith(":") and len(lines) > 1:
+            reason = f"{lines[0]} {lines[1]}"
     for prefix in ("sanity error: ", "performance error: ", "input error: "):
         if reason.startswith(prefix):
             reason = reason[len(prefix):]
@@ -75,9 +88,25 @@ def case_to_result(case: dict[str, Any], toolchain: str = "", commit: str = "", 
 
 def load(path: Path, toolchain: str = "", commit: str = "", pipeline: str = "") -> list[Result]:
     """All test cases of every run in the report at ``path``."""
-    report = jsonfile.read(path, "ReFrame report", " (did ReFrame run?)")
+    report = inputs.read_json(path, "ReFrame report", expect=dict, missing_hint=" (did ReFrame run?)")
     try:
         cases = [case for run in report["runs"] for case in run["testcases"]]
     except (KeyError, TypeError):
         raise InputError(f"ReFrame report {path} has no runs/testcases: not a ReFrame 4 report") from None
-    return [case_to_result(case, toolchain, commit, pipeline) for case in cases if "metric" in case]
+    results = []
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict):
+            raise InputError(f"ReFrame report {path}: test case #{index} is not a mapping")
+        if "metric" not in case:
+            continue
+        bad = [key for key in _CASE_TEXT if not isinstance(case.get(key), str)]
+        if bad or case["metric"] not in METRICS or not isinstance(case.get("perfvalues") or {}, dict):
+            what = f"field(s) {', '.join(bad)} missing or not text" if bad else \
+                (f"metric {case['metric']!r} unknown" if case["metric"] not in METRICS else "perfvalues not a mapping")
+            raise InputError(f"ReFrame report {path}: test case #{index}: {what}")
+        try:
+            results.append(case_to_result(case, toolchain, commit, pipeline))
+        except (TypeError, ValueError, IndexError, OverflowError, OSError) as err:
+            raise InputError(f"ReFrame report {path}: test case #{index} ({case.get('name', '?')}) has a "
+                             f"malformed value: {err}") from None
+    return results

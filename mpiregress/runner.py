@@ -12,11 +12,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
+from . import (baselines, manifest, microarch, osu_output, paths, reframe_report, results, run_folder,
+               summary, toolchain)
 from .builds import BuildOptions
-from .errors import InfrastructureError, InputError, MpiRegressError
+from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
 from .names import METHODS, METRICS, PLACEMENTS
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
@@ -173,42 +174,133 @@ def _check_reachable(env: dict[str, str]) -> None:
         raise InfrastructureError(message)
 
 
-def run(opts: RunOptions) -> int:
-    """Run the checks for ``opts.system`` and return the exit code of the verdict."""
+# Inclusive ranges of the numeric options: checked before anything runs.
+ITERATIONS_RANGE = (1, 100_000_000)
+REPEAT_RANGE = (1, 100)
+
+
+def check_options(opts: RunOptions) -> list[str]:
+    """The build methods to run, after refusing unknown names and numbers out of range (InputError)."""
     methods = opts.methods or list(METHODS)
     for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
                                 ("placement", opts.placements or [], PLACEMENTS)):
         unknown = [c for c in chosen if c not in known]
         if unknown:
             raise InputError(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
-    opts.report_dir.mkdir(parents=True, exist_ok=True)
+    for option, value, (low, high) in (("--iterations", opts.iterations, ITERATIONS_RANGE),
+                                       ("--repeat", opts.repeat, REPEAT_RANGE)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+            raise InputError(f"{option} {value!r} is out of range: give a whole number from {low} to {high}")
+    return methods
+
+
+def check_binaries(manifest_dir: Path, methods: list[str], metrics: list[str]) -> None:
+    """Refuse, before any job, a manifest whose benchmark binary is missing or not executable."""
+    for method in methods:
+        for build in manifest.find(manifest_dir, method):
+            if build.extra.get("planned"):
+                continue
+            for metric in metrics:
+                binary = build.binary(METRICS[metric].benchmark)
+                if not binary.is_file():
+                    raise InputError(f"manifest {build.path} names {binary}, which does not exist: rebuild with "
+                                     f"'mpiregress build --method {method}' or remove the manifest")
+                if not os.access(binary, os.X_OK):
+                    raise InputError(f"manifest {build.path} names {binary}, which is not executable")
+
+
+def _slurm_faults(env: dict[str, str], nodes: set[str]) -> Optional[str]:
+    """After failed checks: Slurm's own words when its controller or one of ``nodes`` is gone, else None."""
+    from .local_cluster import slurm_reachable
+
+    ok, said = slurm_reachable(env, timeout=20)
+    if not ok:
+        return f"Slurm controller unreachable: {said.removeprefix('Slurm is not reachable: ')}"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], env=env, capture_output=True,
+                             text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        name, state, why = (line.split("|") + ["", ""])[:3]
+        if name in nodes and any(word in state.lower() for word in ("down", "fail", "drain", "not_responding")):
+            return f"node lost: Slurm reports node {name} {state} ('{why.strip() or 'no reason given'}')"
+    return None
+
+
+def _classify_infrastructure(found: list[results.Result], env: dict[str, str]) -> list[results.Result]:
+    """Mark errors that Slurm caused as infrastructure; return the infrastructure errors."""
+    errors = [r for r in found if r.status == "error"]
+    unexplained = [r for r in errors if not osu_output.is_infrastructure(r.reason)]
+    if unexplained:
+        fault = _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
+        if fault:
+            for r in unexplained:
+                r.reason = f"{fault}; the check saw: {r.reason}"
+    return [r for r in errors if osu_output.is_infrastructure(r.reason)]
+
+
+def run(opts: RunOptions) -> int:
+    """Run the checks for ``opts.system`` and return the exit code of the verdict.
+
+    The run owns its report folder (locked, cleared, written atomically); a failure
+    leaves reports that say so. Infrastructure faults (Slurm's words) exit 3.
+    """
+    description = "mpiregress " + shlex.join(sys.argv[1:] if sys.argv[1:2] == ["run"] else
+                                             ["run", "--system", opts.system])
+    with run_folder.RunFolder(opts.report_dir, description) as folder:
+        cluster = None
+        try:
+            methods = check_options(opts)
+            folder.step("options checked")
+            if opts.system == "local" and not opts.dry_run:
+                from .local_cluster import LocalCluster
+
+                cluster = LocalCluster()
+                cluster.claim(f"report folder {opts.report_dir}")
+            return _run(opts, methods, folder, cluster)
+        except MpiRegressError as err:
+            folder.fail(str(err), err.exit_code)
+            raise
+        except KeyboardInterrupt:
+            folder.fail("interrupted (Ctrl-C or SIGINT)", 130)
+            raise
+        except Exception as err:
+            folder.fail(f"unexpected {type(err).__name__}: {err}", ERROR)
+            raise
+        finally:
+            if cluster is not None:
+                cluster.release()
+
+
+def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, cluster: Optional[Any]) -> int:
     tc = toolchain.load(opts.toolchain_file)
     refs = baselines.for_system(opts.system, opts.baselines_dir)
     if refs.toolchain != tc.name:
         raise InputError(f"baselines file {refs.path}: toolchain: is {refs.toolchain!r} but the run uses "
                          f"toolchain {tc.name!r} ({tc.path})")
+    folder.step(f"read toolchain {tc.path} and baselines {refs.path}")
     topology_dir = paths.checks_dir() / "topology"
     manifest_dir = opts.manifest_dir
     env = _environment(opts, topology_dir, manifest_dir)
     if opts.system == "local":
         _detect_local_topology(topology_dir, env)
-        if not opts.dry_run:
-            from .local_cluster import LocalCluster
-
-            cluster = LocalCluster()
+        if cluster is not None:
             cluster.start()
             env.update(cluster.client_env())
             _log(f"local Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
+            folder.step(f"local Slurm up ({cluster.state_dir})")
             if "source" in methods and opts.build_missing:
                 _ensure_local_build(opts, tc)
+                folder.step("source build of OSU ready")
     if opts.dry_run:
         manifest_dir = _planned_manifests(opts, tc, methods)
         env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)
     else:
+        check_binaries(manifest_dir, methods, opts.metrics or list(METRICS))
+        folder.step(f"build manifests in {manifest_dir} checked: their binaries exist and are executable")
         _check_reachable(env)
     report = opts.report_dir / "reframe-report.json"
-    if report.exists():
-        report.unlink()
     cmd = _reframe_command(opts, methods, env)
     _log("running " + shlex.join(cmd))
     with open(opts.report_dir / "reframe.out", "w") as out:
@@ -219,22 +311,39 @@ def run(opts: RunOptions) -> int:
             sys.stdout.write(line)
             out.write(line)
         proc.wait()
+    folder.step(f"ReFrame ran (exit {proc.returncode}; its output is in reframe.out)")
     if not report.exists():
+        fault = None if opts.dry_run else _slurm_faults(env, {"*"})
+        if fault:
+            raise InfrastructureError(f"ReFrame exited with code {proc.returncode} and wrote no report: {fault}")
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
                               f"see {opts.report_dir / 'reframe.out'}")
     found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline))
+    folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
+    infrastructure = _classify_infrastructure(found, env)
     summary.apply_baselines(found, refs, opts.allow_missing_baselines)
     problems = summary.require_methods(found, opts.methods or [])
-    (opts.report_dir / "results.json").write_text(results.dump(found))
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
-    (opts.report_dir / "summary.md").write_text(summary.markdown(found, title, problems))
     print()
     print(summary.text_table(found))
+    code = summary.exit_code(found, problems)
+    if infrastructure and code == ERROR and not any(r.status == "error" and r not in infrastructure for r in found):
+        # Slurm, not the build or the benchmark, stopped these checks: a retry may pass. A judged
+        # regression among the finished checks still wins, so it is never retried into a pass.
+        code = REGRESSION if any(r.status == "fail" for r in found) else INFRASTRUCTURE
+        problems.insert(0, f"infrastructure fault (exit 3, worth a retry): {infrastructure[0].reason}")
+    # The summary first: if results.json cannot be written, the table still survives.
+    folder.write("summary.md", summary.markdown(found, title, problems))
+    try:
+        folder.write("results.json", results.dump(found))
+    except InputError as err:
+        raise InputError(f"{err}; the {len(found)} result(s) are in {opts.report_dir / 'summary.md'} and "
+                         f"{report}") from None
     for problem in problems:
         print(f"mpiregress run: error: {problem}", file=sys.stderr)
-    code = summary.exit_code(found, problems)
+    folder.write_status("finished", code)
     _log(f"reports in {opts.report_dir} (reframe-report.json, junit.xml, results.json, summary.md); exit {code}")
     return code
 

@@ -177,7 +177,7 @@ def test_results_file_errors_are_one_sentence(tmp_path):
         history.read_results_file(bad)
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps([{"system": "iris"}]))
-    with pytest.raises(InputError, match="not a list of results"):
+    with pytest.raises(InputError, match="lacks the field"):
         history.read_results_file(wrong)
 
 

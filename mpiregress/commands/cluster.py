@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", type=Path, default=None,
                    help=f"folder of the cluster's config, keys, spool and logs (default {default_state_dir()})")
     p.add_argument("--json", action="store_true", help="status: print the full status as JSON")
+    p.add_argument("--force", action="store_true", help="stop: stop the cluster even while a run is using it")
     p.set_defaults(func=run)
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"use it with: eval \"$(mpiregress cluster env{where})\"")
         return OK
     if args.action == "stop":
-        pids = cluster.stop()
+        pids = cluster.stop(force=args.force)
         print(f"local Slurm cluster in {cluster.state_dir}: "
               + (f"stopped PIDs {', '.join(map(str, pids))}" if pids else "nothing was running"))
         return OK

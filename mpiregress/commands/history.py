@@ -74,6 +74,7 @@ def run_accept(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     with history.open_history(args.db) as db:
+        print(f"history {db.path}: {db.journal.sentence()}")
         if args.series:
             for key in db.series_keys():
                 print(f"{history.series_name(key)}: {len(db.series_runs(key))} accepted runs")

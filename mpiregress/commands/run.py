@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),
         iterations=args.iterations,
         report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
-        dry_run=args.dry_run, repeat=max(1, args.repeat),
+        dry_run=args.dry_run, repeat=args.repeat,
         manifest_dir=(args.manifest_dir or paths.manifest_dir()).resolve(),
         baselines_dir=(args.baselines_dir or paths.baselines_dir()).resolve(),
         toolchain_file=(args.toolchain or toolchain.default_path()).resolve(),
