@@ -1,0 +1,185 @@
+"""Issue 8's fault matrix, fast part: every fault gets its exit code and one sentence, no traceback.
+
+Each case runs the real command line in a subprocess. The slow faults (killing slurmd or
+slurmctld mid-run, time limits) are in benchmarks/fault_matrix.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from helpers.faults import (FAST_FAULTS, GOOD_RESULT, cli, fast_specs, missing_binary_manifest, report_state,
+                            run_spec, sentence, stale_folder)
+from mpiregress import cli as mpiregress_cli
+from mpiregress.local_cluster import LocalCluster
+from mpiregress.run_folder import RunFolder, write_atomic
+
+
+@pytest.fixture()
+def env(tmp_path):
+    environ = dict(os.environ)
+    environ["MPIREGRESS_STATE_DIR"] = str(tmp_path / "state")
+    environ["MPIREGRESS_REPORTS_DIR"] = str(tmp_path / "reports")
+    environ.pop("MPIREGRESS_DEBUG", None)
+    return environ
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every fast fault injected once, through the real command line."""
+    root = tmp_path_factory.mktemp("faults")
+    environ = dict(os.environ, MPIREGRESS_STATE_DIR=str(root / "state"))
+    environ.pop("MPIREGRESS_DEBUG", None)
+    return {spec[0]: run_spec(spec, root, environ) for spec in fast_specs(root)}
+
+
+@pytest.mark.parametrize("fault", FAST_FAULTS)
+def test_fault_gets_its_exit_code_and_one_sentence(fault, outcomes):
+    outcome = outcomes[fault]
+    assert outcome.code == outcome.expected, f"{fault}: exit {outcome.code}, said {outcome.message!r}"
+    assert "Traceback" not in outcome.message
+    assert outcome.message.startswith("mpiregress ") and ": error: " in outcome.message, outcome.message
+
+
+def test_messages_name_the_cause(outcomes):
+    said = {name: outcome.message for name, outcome in outcomes.items()}
+    assert "garbage.json is binary, not text" in said["binary garbage results -> compare"]
+    assert "samples must be a list of numbers, found null" in said["samples: null -> history import"]
+    assert "metric 'latencyy' is not one of latency, bandwidth" in said["unknown metric name -> report --gate"]
+    assert "holds no results" in said["empty results list -> compare"]
+    assert "Not a directory" in said["unwritable report --out-dir"]
+    assert "--iterations -5 is out of range" in said["run --iterations -5"]
+    assert "--repeat 0 is out of range" in said["run --repeat 0"]
+    assert outcomes["run --repeat 0"].kept.startswith("status failed (exit 2)")
+
+
+def test_a_failed_run_replaces_the_previous_verdict(tmp_path, env):
+    """A run that fails early leaves reports saying it failed, not the last run's 'pass'."""
+    reports = tmp_path / "r"
+    stale_folder(reports)
+    done = cli(["run", "--system", "local", "--repeat", "0", "--report-dir", str(reports)], env)
+    assert done.returncode == 2
+    assert not (reports / "results.json").exists(), "the previous run's results must not survive"
+    summary = (reports / "summary.md").read_text()
+    assert summary.startswith("# MPI regression run FAILED (exit 2)") and "--repeat 0 is out of range" in summary
+    status = json.loads((reports / "status.json").read_text())
+    assert status["state"] == "failed" and status["exit_code"] == 2
+    junit = ET.parse(reports / "junit.xml").getroot()
+    assert junit.find(".//error") is not None, "CI's JUnit view must show the failure"
+
+
+def test_a_folder_as_history_file_is_one_sentence(tmp_path, env, monkeypatch, capsys):
+    """--db naming a folder: exit 2 and one line, not a traceback."""
+    monkeypatch.setenv("MPIREGRESS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MPIREGRESS_DEBUG", raising=False)
+    results = tmp_path / "results.json"
+    # A history file the reader has never seen: a folder where a file must be is refused in one sentence.
+    results.write_text(json.dumps([GOOD_RESULT]))
+    (tmp_path / "db").mkdir()
+    code = mpiregress_cli.main(["compare", str(results), "--db", str(tmp_path / "db")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_crash_becomes_exit_2_naming_inputs_and_log(tmp_path, monkeypatch, capsys):
+    """A real bug (here: a command whose function raises) never exits 1 and never shows a traceback."""
+    monkeypatch.setenv("MPIREGRESS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MPIREGRESS_DEBUG", raising=False)
+    parser = mpiregress_cli.build_parser
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([GOOD_RESULT]))
+
+    def broken_parser():
+        p = parser()
+        args_of = p.parse_args
+
+        def parse(argv):
+            args = args_of(argv)
+            args.func = lambda a: [][1]   # an IndexError, as a bug would raise
+            return args
+        p.parse_args = parse
+        return p
+    monkeypatch.setattr(mpiregress_cli, "build_parser", broken_parser)
+    code = mpiregress_cli.main(["compare", str(results)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "unexpected IndexError" in err and str(results) in err and "the traceback is in" in err
+    log = Path(err.rsplit("the traceback is in ", 1)[1].strip())
+    assert "Traceback" in log.read_text() and "Traceback" not in err
+
+
+def test_manifest_binary_is_checked_before_any_job(tmp_path, env):
+    manifests = tmp_path / "manifests"
+    missing_binary_manifest(manifests, target="broadwell")
+    done = cli(["run", "--system", "iris", "--methods", "source", "--manifest-dir", str(manifests),
+                "--report-dir", str(tmp_path / "r")], env)
+    assert done.returncode == 2, done.stderr
+    assert "which does not exist" in sentence(done) and "gone/libexec" in sentence(done)
+    assert "sbatch" not in done.stdout and not (tmp_path / "r" / "reframe").exists(), "no job may be sent"
+
+
+def test_manifest_binary_not_executable_is_refused(tmp_path, env):
+    manifests = tmp_path / "manifests"
+    path = missing_binary_manifest(manifests, target="broadwell")
+    bin_dir = Path(json.loads(path.read_text())["bin_dir"]) / "pt2pt"
+    bin_dir.mkdir(parents=True)
+    for name in ("osu_latency", "osu_bw"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o644)
+    done = cli(["run", "--system", "iris", "--methods", "source", "--manifest-dir", str(manifests),
+                "--report-dir", str(tmp_path / "r")], env)
+    assert done.returncode == 2 and "is not executable" in sentence(done), done.stderr
+
+
+def test_second_run_on_a_report_folder_is_refused(tmp_path, env):
+    reports = tmp_path / "r"
+    with RunFolder(reports, "first run"):
+        done = cli(["run", "--system", "local", "--report-dir", str(reports)], env)
+    assert done.returncode == 3
+    assert f"report folder {reports} is in use by another mpiregress run (PID {os.getpid()}" in sentence(done)
+
+
+def test_second_run_on_a_cluster_is_refused_and_start_does_not_restart_it(tmp_path, env):
+    """A run holds its cluster: another run is refused, and `cluster start` leaves it alone."""
+    # Under /tmp and open to others, as munged needs (like the session's cluster in conftest).
+    root = Path(tempfile.mkdtemp(prefix="mpiregress-lock-", dir="/tmp"))
+    root.chmod(0o755)
+    state = root / "local-cluster"
+    env = dict(env, MPIREGRESS_LOCAL_CLUSTER_DIR=str(state))
+    cluster = LocalCluster(state)
+    cluster.claim("report folder /somewhere")
+    try:
+        done = cli(["run", "--system", "local", "--report-dir", str(tmp_path / "r2")], env)
+        assert done.returncode == 3, done.stderr
+        assert "is in use by another mpiregress run" in sentence(done) and "/somewhere" in sentence(done)
+        started = cli(["cluster", "start", "--state-dir", str(state)], env)
+        assert started.returncode == 3, started.stderr
+        assert "it is not restarted under that run" in sentence(started)
+        stopped = cli(["cluster", "stop", "--state-dir", str(state)], env)
+        assert stopped.returncode == 3 and "not stopped under it" in sentence(stopped)
+        assert not (state / "run" / "slurmctld.pid").exists(), "nothing was started under the run"
+    finally:
+        cluster.release()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_atomic_write_names_the_file_it_cannot_write(tmp_path):
+    """`run` after measuring: results.json cannot be written (a folder is in the way) -> one sentence."""
+    (tmp_path / "results.json").mkdir()
+    from mpiregress.errors import InputError
+    with pytest.raises(InputError, match=r"cannot write .*results.json: Is a directory"):
+        write_atomic(tmp_path / "results.json", "[]")
+    write_atomic(tmp_path / "summary.md", "ok\n")
+    assert (tmp_path / "summary.md").read_text() == "ok\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], "no temp file left behind"
+
+
+def test_report_state_reads_a_failed_folder(tmp_path, env):
+    cli(["run", "--system", "local", "--iterations", "0", "--report-dir", str(tmp_path / "r")], env)
+    assert report_state(tmp_path / "r").startswith("status failed (exit 2); no results.json")
