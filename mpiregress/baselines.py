@@ -135,7 +135,7 @@ def parse(data: Any, path: Path) -> Baselines:
                     if unit != METRICS[metric].unit:
                         raise _fail(path, f"{key}.unit", f"must be {METRICS[metric].unit!r} for {metric}, found {unit!r}")
                     prov = entry.get("provenance")
-                    if prov not in provenance:
+                    if not isinstance(prov, str) or prov not in provenance:
                         raise _fail(path, f"{key}.provenance",
                                     f"{prov!r} is not described under 'provenance' (a baseline without provenance is not accepted)")
                     result.references[(partition, method, placement, metric)] = Reference(

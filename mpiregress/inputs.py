@@ -150,3 +150,14 @@ def read_results(path: Path, allow_empty: bool = False) -> list:
     for index, item in enumerate(data):
         check_result_record(item, f"results file {path}: result #{index}")
     return from_data(data)
+
+
+def read_topology(path: Path) -> Any:
+    """The :class:`mpiregress.topology.Topology` in a ReFrame processor file (``processor.json``)."""
+    from .topology import Topology
+
+    data = read_json(path, "topology file", expect=dict)
+    try:
+        return Topology.from_processor_info(data)
+    except ValueError as err:
+        raise InputError(f"topology file {path}: {err}") from None

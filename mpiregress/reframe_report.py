@@ -42,6 +42,11 @@ def _time(case: dict[str, Any]) -> str:
 def _reason(case: dict[str, Any], status: str) -> str:
     reason = (case.get("skip_reason") if status == "skip" else case.get("fail_reason")) or ""
     reason = str(reason).strip()
+    for prefix in ("sanity error: ", "performance error: ", "input error: "):
+        if reason.startswith(prefix):
+            reason = reason[len(prefix):]
+    if status == "error" and osu_output.is_infrastructure(reason):
+        return reason.splitlines()[0]   # the check already said it in Slurm's words
     if status == "error":
         # Slurm's own words first (node lost, controller unreachable, job killed), wherever
         # ReFrame put them: an sbatch failure's cause sits lines below "failed with exit code 1:".
@@ -106,7 +111,7 @@ def load(path: Path, toolchain: str = "", commit: str = "", pipeline: str = "") 
             raise InputError(f"ReFrame report {path}: test case #{index}: {what}")
         try:
             results.append(case_to_result(case, toolchain, commit, pipeline))
-        except (TypeError, ValueError, IndexError, OverflowError, OSError) as err:
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, OSError) as err:
             raise InputError(f"ReFrame report {path}: test case #{index} ({case.get('name', '?')}) has a "
                              f"malformed value: {err}") from None
     return results

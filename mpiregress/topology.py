@@ -42,6 +42,13 @@ class Unavailable:
     reason: str
 
 
+def _is_mask(mask: str) -> bool:
+    try:
+        return int(mask, 16) > 0 and len(mask) <= 4096
+    except ValueError:
+        return False
+
+
 def _cpus(mask: str) -> list[int]:
     value = int(mask, 16)
     return [bit for bit in range(value.bit_length()) if value >> bit & 1]
@@ -58,9 +65,15 @@ class Topology:
     @classmethod
     def from_processor_info(cls, info: dict[str, Any]) -> "Topology":
         """Build from ReFrame's processor info; raise ValueError when it has no topology."""
-        topo = (info or {}).get("topology") or {}
+        topo = (info or {}).get("topology") or {} if isinstance(info, dict) else None
+        if not isinstance(topo, dict):
+            raise ValueError("the processor info is not a mapping with a 'topology' mapping")
         if not topo.get("cores"):
             raise ValueError("the processor info has no core topology")
+        for key in ("cores", "numa_nodes", "sockets"):
+            masks = topo.get(key) or []
+            if not isinstance(masks, list) or not all(isinstance(m, str) and _is_mask(m) for m in masks):
+                raise ValueError(f"the processor info's topology.{key} is not a list of hexadecimal CPU masks")
         # One CPU per core: ranks on hyperthread siblings would share a core and measure nothing useful.
         cores = tuple(sorted(min(_cpus(mask)) for mask in topo["cores"]))
         numa_masks = topo.get("numa_nodes") or [hex(sum(1 << c for c in cores))]

@@ -1,0 +1,211 @@
+"""Issue 8's fault matrix on the real local Slurm: fault -> exit code -> message -> reports kept.
+
+Injects every fault of the issue through the real command line: bad inputs and
+unwritable outputs (also in tests/test_faults.py), then on a one-host Slurm of its
+own (own state folder, free ports) the slow ones: slurmd killed mid-run (a lost
+node), slurmctld killed mid-run (controller unreachable, sbatch failing), a job
+cancelled by Slurm, a job hitting its time limit, two runs on one checkout,
+`cluster start` under a run, step daemons left behind. Prints one table and the
+time from killing a slurmd to the run's end.
+
+    python benchmarks/fault_matrix.py [--skip-slow] [--keep]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from helpers.faults import (Outcome, cli, fast_specs, missing_binary_manifest, report_state,  # noqa: E402
+                            run_spec, sentence, stale_folder)
+from helpers.osu_double import make_tarball  # noqa: E402
+from mpiregress.local_cluster import LocalCluster  # noqa: E402
+from mpiregress.run_folder import RunFolder  # noqa: E402
+
+# Long enough that the fault lands while OSU measures (cross-node ping-pong here: ~10-20 us each).
+LONG = ["--iterations", "3000000"]
+
+
+def _popen_run(env: dict, report_dir: Path, *args: str) -> subprocess.Popen:
+    # Output to files: a pipe nobody reads until the end could fill and stall the run.
+    report_dir.parent.mkdir(parents=True, exist_ok=True)
+    out = open(report_dir.parent / f"{report_dir.name}.stdout", "w+")
+    err = open(report_dir.parent / f"{report_dir.name}.stderr", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "mpiregress", "run", "--system", "local", "--methods", "source",
+                             "--no-build", "--report-dir", str(report_dir), *args],
+                            env=env, cwd=REPO, stdout=out, stderr=err, text=True)
+    proc.logs = (out, err)  # type: ignore[attr-defined]
+    return proc
+
+
+def _running_job(env: dict, timeout: float = 180) -> str:
+    """The id of the first job that reaches RUNNING, after it has run a few seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], env=env, capture_output=True,
+                             text=True).stdout.split()
+        if out:
+            time.sleep(3)   # the job script's probe is done and OSU is measuring
+            return out[0]
+        time.sleep(0.5)
+    raise SystemExit("fault matrix: no job reached RUNNING in time; is the machine overloaded?")
+
+
+def _finish(proc: subprocess.Popen, fault: str, expected: int, report_dir: Path, since: float,
+            timeout: float = 900) -> Outcome:
+    proc.wait(timeout=timeout)
+    streams = []
+    for handle in proc.logs:   # the files _popen_run opened
+        handle.seek(0)
+        streams.append(handle.read())
+        handle.close()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, *streams)
+    return Outcome(fault, expected, proc.returncode, sentence(done), report_state(report_dir),
+                   round(time.monotonic() - since, 1))
+
+
+def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
+    rows: list[Outcome] = []
+    slurm_env = {**env, **cluster.client_env()}
+    cluster.start()
+    reports = root / "reports"
+
+    # A clean run first: builds OSU (test double tarball, sha256 override) and leaves a "pass" behind.
+    first = cli(["run", "--system", "local", "--methods", "source", "--metrics", "latency", "--placements",
+                 "same_numa", "--iterations", "200", "--report-dir", str(reports)], env)
+    rows.append(Outcome("reference: a clean run (builds OSU)", 0, first.returncode, sentence(first) or "pass",
+                        report_state(reports)))
+
+    # Stale reports: the next run fails early (unknown partition) in the same folder.
+    stale = cli(["run", "--system", "local", "--partition", "nopart", "--report-dir", str(reports)], env)
+    rows.append(Outcome("run fails early (unknown partition) after a pass", 2, stale.returncode, sentence(stale),
+                        report_state(reports)))
+
+    # A lost node: slurmd of node2 killed while OSU measures across both nodes.
+    lost = root / "r-lost-node"
+    proc = _popen_run(env, lost, "--metrics", "latency", "--placements", "cross_node", *LONG)
+    _running_job(slurm_env)
+    second = cli(["run", "--system", "local", "--methods", "source", "--report-dir", str(root / "r-second")], env)
+    rows.append(Outcome("second run on the same checkout", 3, second.returncode, sentence(second),
+                        report_state(root / "r-second")))
+    pid = cluster._pid("slurmd-node2")
+    assert pid is not None, "slurmd node2 is not running"
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    restart = cli(["cluster", "start", "--state-dir", str(cluster.state_dir)], env)
+    rows.append(Outcome("cluster start while a run uses a broken cluster", 3, restart.returncode,
+                        sentence(restart), "cluster left as it is"))
+    lost_row = _finish(proc, "slurmd killed mid-run (node lost)", 3, lost, killed)
+    rows.append(lost_row)
+    rows.append(_leftovers(cluster, env, "step daemons left after slurmd died"))
+
+    # Controller gone: slurmctld killed while the first of two checks measures; the second's sbatch fails.
+    cluster.start()
+    gone = root / "r-controller"
+    proc = _popen_run(env, gone, "--metrics", "latency", "--placements", "same_numa,cross_node",
+                      "--iterations", "10000000")
+    _running_job(slurm_env)
+    pid = cluster._pid("slurmctld")
+    assert pid is not None, "slurmctld is not running"
+    os.kill(pid, signal.SIGKILL)
+    rows.append(_finish(proc, "slurmctld killed mid-run (controller unreachable)", 3, gone, time.monotonic()))
+    rows.append(_leftovers(cluster, env, "step daemons left after slurmctld died"))
+
+    # Slurm kills the job: scancel, then a time limit.
+    cluster.start()
+    cancelled = root / "r-cancelled"
+    proc = _popen_run(env, cancelled, "--metrics", "latency", "--placements", "cross_node", *LONG)
+    job = _running_job(slurm_env)
+    subprocess.run(["scancel", job], env=slurm_env, check=True)
+    rows.append(_finish(proc, "job cancelled by Slurm (scancel) mid-run", 3, cancelled, time.monotonic()))
+
+    limited = root / "r-time-limit"
+    proc = _popen_run(env, limited, "--metrics", "latency", "--placements", "cross_node", "--iterations", "20000000")
+    job = _running_job(slurm_env)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"], env=slurm_env, check=True)
+    rows.append(_finish(proc, "job reaches its Slurm time limit", 3, limited, time.monotonic()))
+    cluster.stop(force=True)
+    return rows
+
+
+def _leftovers(cluster: LocalCluster, env: dict, fault: str) -> Outcome:
+    before = len(cluster.step_daemons())
+    stop = cli(["cluster", "stop", "--state-dir", str(cluster.state_dir)], env)
+    after = len(cluster.step_daemons())
+    # Expected 0: `cluster stop` succeeds and no step daemon of this cluster survives it.
+    return Outcome(fault, 0, stop.returncode if after == 0 else 100 + after,
+                   f"{before} slurmstepd before `cluster stop`, {after} after", sentence(stop) or "stopped")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-slow", action="store_true", help="only the faults that need no running Slurm")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (reports, cluster logs)")
+    args = parser.parse_args()
+    # Under /tmp and open to others: munged runs as the munge user and must reach its socket.
+    root = Path(tempfile.mkdtemp(prefix="mpiregress-faults-", dir="/tmp"))
+    root.chmod(0o755)
+    mirror = root / "mirror"
+    _, sha256 = make_tarball(mirror)
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(root / "state"),
+               MPIREGRESS_LOCAL_CLUSTER_DIR=str(root / "state" / "local-cluster"),
+               OSU_SOURCE_MIRROR=str(mirror), OSU_SHA256=sha256)
+    env.pop("MPIREGRESS_DEBUG", None)
+    cluster = LocalCluster(root / "state" / "local-cluster")
+    rows: list[Outcome] = []
+    started = time.monotonic()
+    try:
+        rows += [run_spec(spec, root, env) for spec in fast_specs(root)]
+        manifests = root / "bad-manifests"
+        missing_binary_manifest(manifests, target="broadwell")
+        done = cli(["run", "--system", "iris", "--methods", "source", "--manifest-dir", str(manifests),
+                    "--report-dir", str(root / "r-manifest")], env)
+        rows.append(Outcome("manifest binary does not exist", 2, done.returncode, sentence(done),
+                            report_state(root / "r-manifest")))
+        stale_folder(root / "r-locked")
+        with RunFolder(root / "r-locked", "a run holding its folder"):
+            done = cli(["run", "--system", "local", "--report-dir", str(root / "r-locked")], env)
+        rows.append(Outcome("second run on the same report folder", 3, done.returncode, sentence(done),
+                            "left to the first run"))
+        if not args.skip_slow:
+            rows += slow_cases(root, env, cluster)
+    finally:
+        try:
+            cluster.stop(force=True)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+    _print(rows)
+    lost = [r for r in rows if r.fault.startswith("slurmd killed")]
+    if lost:
+        print(f"\ntime from killing slurmd (node2) to the run's end: {lost[0].seconds:.1f} s "
+              f"(SlurmdTimeout=20 in ci/local-cluster/slurm.conf.j2)")
+    bad = [r for r in rows if not r.ok]
+    print(f"\n{len(rows) - len(bad)} of {len(rows)} faults at the expected exit code "
+          f"(whole matrix {time.monotonic() - started:.0f} s)" + (f"; NOT: {', '.join(r.fault for r in bad)}" if bad else ""))
+    if args.keep:
+        print(f"kept {root}")
+    return 1 if bad else 0
+
+
+def _print(rows: list[Outcome]) -> None:
+    width = max(len(r.fault) for r in rows)
+    print(f"{'fault':<{width}}  exp  got  ok  {'seconds':>7}  message  ||  reports kept")
+    for r in rows:
+        secs = "" if r.seconds is None else f"{r.seconds:.1f}"
+        message = r.message.split(": error: ", 1)[-1]
+        print(f"{r.fault:<{width}}  {r.expected:>3}  {r.code:>3}  {'ok' if r.ok else 'NO':<2}  {secs:>7}  "
+              f"{message[:150]}  ||  {r.kept or '-'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
