@@ -21,6 +21,7 @@ from ..errors import InputError
 DEFAULT = "default"
 COLLECTIVES: tuple[str, ...] = ("bcast", "scatter", "allreduce", "alltoall")
 _MSGSIZE_RULES = ("bytes", "bytes_x_comm_size")
+MODELS: tuple[Optional[str], ...] = (None, "pipeline", "linear", "binary", "binomial")
 _VERSION = re.compile(r"^(?P<series>\d+\.\d+)(?:\.\d+)?(?:[a-z]\w*)?$")
 
 
@@ -37,6 +38,7 @@ class Algorithm:
     name: str
     segments: bool = False           # takes a segment size
     only_nprocs: Optional[int] = None  # refuses every other communicator size
+    model: Optional[str] = None      # seed 002 latency model: pipeline, linear, binary, binomial
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,11 @@ def parse(data: Any, path: Path) -> TunedAlgorithms:
                 raise _fail(path, f"{name}: algorithm {alg_id} needs a name")
             if alg["name"] == DEFAULT:
                 raise _fail(path, f"{name}: '{DEFAULT}' is reserved for OpenMPI's fixed decision (id 0)")
-            algs.append(Algorithm(alg_id, alg["name"], bool(alg.get("segments", False)), alg.get("only_nprocs")))
+            if alg.get("model") not in MODELS:
+                raise _fail(path, f"{name}: algorithm {alg_id} has model {alg.get('model')!r} "
+                                  f"(known: {', '.join(str(m) for m in MODELS[1:])})")
+            algs.append(Algorithm(alg_id, alg["name"], bool(alg.get("segments", False)),
+                                  alg.get("only_nprocs"), alg.get("model")))
         if not algs:
             raise _fail(path, f"{name}: no algorithms")
         try:
