@@ -203,7 +203,8 @@ def forced_env(tuned: TunedAlgorithms, collective: str, algorithm: Union[str, in
         tuned.mca["algorithm"].format(collective=coll.name): str(alg.id),
     }
     if alg.segments:
-        size = tuned.default_segsize if segsize is None else parse_segsize(segsize, f"{collective} {alg.name} segment size")
+        size = (tuned.default_segsize if segsize is None
+                else parse_segsize(segsize, f"{collective} {alg.name} segment size"))
         env[tuned.mca["segmentsize"].format(collective=coll.name)] = str(size)
     elif segsize is not None:
         parse_segsize(segsize, f"{collective} {alg.name} segment size")

@@ -17,8 +17,10 @@ from typing import Optional
 
 TUNED = "tuned"
 
-_SELECT_NEW = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: new communicator: (?P<comm>\S+) \(cid (?P<cid>\d+)\)")
-_SELECTING = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: selecting\s+(?P<name>\S+), priority\s+(?P<prio>-?\d+), (?P<state>Enabled|Disabled)")
+_SELECT_NEW = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: new communicator: "
+                         r"(?P<comm>\S+) \(cid (?P<cid>\d+)\)")
+_SELECTING = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: selecting\s+(?P<name>\S+), "
+                        r"priority\s+(?P<prio>-?\d+), (?P<state>Enabled|Disabled)")
 _INVALID_ENUM = re.compile(
     r"An invalid value was supplied for an enum variable\.\s*"
     r"Variable\s*:\s*(?P<variable>\S+)\s*"

@@ -3,11 +3,13 @@
 - the best-algorithm map (seed 002, figures 8-9): message size x process count, colour =
   fastest forced algorithm; a dot marks points where the default is slower than that
   algorithm beyond the noise (the findings);
-- default vs best: how much slower the default is at each point, in percent.
+- default vs best: how much slower the default is at each point, in percent (colour
+  clipped at +-100 %, the number printed in the cells beyond the noise is not).
 Both take the cells of ``sweep.best_map`` for one collective and one distribution.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -84,17 +86,18 @@ def default_vs_best(cells: Sequence[Cell], path: Path) -> Path:
     for c in cells:
         if c.default_slower is not None:
             grid[nprocs.index(c.point.nprocs)][sizes.index(c.point.size)] = c.default_slower * 100
-    values = [v for row in grid for v in row if v == v]
-    top = max([abs(v) for v in values] + [10.0])
+    values = [v for row in grid for v in row if not math.isnan(v)]
+    # Clipped at 100 %: one outlier (an oversubscribed run, a preempted rank) must not wash out the map.
+    top = min(100.0, max([abs(v) for v in values] + [10.0]))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.4 * len(sizes) + 2.5), max(3.0, 0.35 * len(nprocs) + 1.8)))
     image = ax.imshow(grid, cmap="RdYlGn_r", norm=TwoSlopeNorm(vmin=-top, vcenter=0.0, vmax=top),
                       aspect="auto", origin="lower", interpolation="nearest")
     for c in cells:
-        if c.beyond_noise:
+        if c.beyond_noise and c.default_slower is not None:
             ax.text(sizes.index(c.point.size), nprocs.index(c.point.nprocs), f"{c.default_slower * 100:.0f}",
                     ha="center", va="center", fontsize=6)
     _axes(ax, sizes, nprocs)
-    fig.colorbar(image, ax=ax, label="default slower than best (%)")
+    fig.colorbar(image, ax=ax, label="default slower than best (%)", extend="both" if top >= 100.0 else "neither")
     ax.set_title(f"Default vs best forced algorithm: {title}", fontsize=10)
     fig.tight_layout()
     path = Path(path)

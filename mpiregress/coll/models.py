@@ -153,7 +153,8 @@ class ModelPoint:
                 f"{self.measured:.2f} us, {self.model} model {self.predicted:.2f} us ({self.error * 100:+.0f} %)")
 
 
-def compare(measured: Mapping[tuple[str, str, int, int, str, int], float], models_of: Mapping[tuple[str, str], Optional[str]],
+def compare(measured: Mapping[tuple[str, str, int, int, str, int], float],
+            models_of: Mapping[tuple[str, str], Optional[str]],
             topology: Topology, latency: Mapping[str, float]) -> list[ModelPoint]:
     """Model against measurement for every measured (collective, algorithm, nprocs, nodes, distribution, size)
     whose algorithm has a model in ``models_of`` ((collective, algorithm) -> model name)."""

@@ -97,8 +97,8 @@ def _iteration_entries(iterations: Any, path: Path, name: str) -> list[tuple[int
     for entry in iterations or ():
         if not isinstance(entry, dict) or not {"up_to", "iterations", "warmup"} <= set(entry):
             raise _fail(path, f"{name}: each iterations entry needs up_to, iterations and warmup")
-        if not all(isinstance(entry[k], int) and not isinstance(entry[k], bool) and entry[k] >= (1 if k != "warmup" else 0)
-                   for k in ("up_to", "iterations", "warmup")):
+        if not all(isinstance(entry[k], int) and not isinstance(entry[k], bool)
+                   and entry[k] >= (1 if k != "warmup" else 0) for k in ("up_to", "iterations", "warmup")):
             raise _fail(path, f"{name}: iterations entries must be whole numbers (iterations >= 1)")
         entries.append((entry["up_to"], entry["iterations"], entry["warmup"]))
     return sorted(entries)

@@ -174,10 +174,10 @@ def parse(text: str, n_collectives: int = 22) -> Rules:
         coll_id = take("a collective id")
         if coll_id >= n_collectives:
             raise InputError(f"rules file: collective id {coll_id} is not below {n_collectives}")
-        comm_rules = []
+        comm_rules: list[CommRule] = []
         for _ in range(take(f"the communicator count of collective {coll_id}")):
             comm_size = take(f"a communicator size of collective {coll_id}")
-            msg_rules = []
+            msg_rules: list[MsgRule] = []
             for index in range(take(f"the message-size count of collective {coll_id}, comm size {comm_size}")):
                 rule = MsgRule(*(take(f"{field} of collective {coll_id}, comm size {comm_size}")
                                  for field in ("a message size", "an algorithm", "a fan-in/out", "a segment size")))

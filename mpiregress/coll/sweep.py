@@ -206,7 +206,8 @@ def verify_rules(table: Table, min_effect: float = MIN_EFFECT) -> list[Compariso
     return out
 
 
-def records(table: Table, base: Mapping[str, object], conditions: Optional[Mapping[str, object]] = None) -> list[dict[str, object]]:
+def records(table: Table, base: Mapping[str, object],
+            conditions: Optional[Mapping[str, object]] = None) -> list[dict[str, object]]:
     """The table as result records of the open series model (one record per point and algorithm).
 
     ``base`` carries the fields every record shares (system, partition, method, toolchain,

@@ -45,7 +45,7 @@ def mpirun(binary: Path, args: Sequence[str], nprocs: int, env: Optional[Mapping
     command += [str(binary), *args]
     run_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_rmaps_base_oversubscribe="1")
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=run_env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=run_env, check=False)
 
 
 def traced(stderr: str) -> list[tuple[str, str, int, int, int]]:
