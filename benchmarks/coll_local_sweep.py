@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mpiregress import osu_output  # noqa: E402
-from mpiregress.coll import algorithms, components, figures, rules_file, sweep  # noqa: E402
+from mpiregress.coll import algorithms, components, figures, models, rules_file, sweep  # noqa: E402
+from mpiregress.topology import Topology  # noqa: E402
 
 _TRACE = re.compile(r"^coll_trace: (\w+) (\w+) count=(\d+) segsize=(\d+)", re.M)
 
@@ -72,6 +73,8 @@ def main() -> int:
     parser.add_argument("--osu-args", default="-i 200 -x 20", help="iterations/warm-up passed to OSU")
     parser.add_argument("--openmpi", default=None, help="OpenMPI version (default: ompi_info's)")
     parser.add_argument("--out", type=Path, default=Path("coll-local-sweep"))
+    parser.add_argument("--osu-latency", type=Path, default=None,
+                        help="osu_latency binary: measure the same-NUMA 4 B latency and compare the seed's models")
     parser.add_argument("--trace", type=Path, default=None, help="libcolltrace.so (tests/coll_trace) to show "
                                                                  "the algorithms run under the rules file")
     args = parser.parse_args()
@@ -171,6 +174,25 @@ def main() -> int:
                     ran.setdefault(int(count), f"{alg}/seg {seg}")
                 print(f"traced under the rules file, {coll} {nprocs} ranks: " +
                       ", ".join(f"{sweep.format_size(k)} {v}" for k, v in sorted(ran.items())))
+
+    if args.osu_latency:
+        result = mpirun(args.osu_latency, ["-m", "4:4", "-i", "1000", "-x", "100"], 2, {})
+        pt2pt = osu_output.parse(result.stdout).value(4)
+        # This host: one socket, one NUMA node; only counts that fit its cores can be modelled.
+        mask = hex(sum(1 << c for c in range(cores)))
+        local = Topology.from_processor_info({"topology": {"cores": [hex(1 << c) for c in range(cores)],
+                                                           "numa_nodes": [mask], "sockets": [mask]}})
+        models_of = {(c, a.name): a.model for c in collectives for a in tuned.collective(c).algorithms}
+        smallest = min(c.point.size for c in cells)
+        measured = {(p.collective, alg, p.nprocs, p.nodes, p.distribution, p.size): m.median
+                    for (p, alg), m in table.items() if p.size == smallest and p.nprocs <= cores}
+        points = models.compare(measured, models_of, local, {"same_numa": pt2pt})
+        print(f"\nseed 002 models vs measured at {sweep.format_size(smallest)} (osu_latency 4 B same NUMA: "
+              f"{pt2pt:.2f} us; only rank counts that fit {cores} cores):")
+        for p in points:
+            print(f"  {p.sentence()}")
+        far = models.far_from_model(points)
+        print(f"far from their model (> 50 %): {len(far)} of {len(points)}")
 
     (args.out / "default_vs_best.json").write_text(json.dumps(sweep.default_vs_best_table(cells), indent=1))
     print(f"\nfigures and tables in {args.out.resolve()}")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .algorithms import DEFAULT
+from .algorithms import COLLECTIVES, DEFAULT
 
 MIN_EFFECT = 0.10
 RULES_FILE = "rules_file"   # the algorithm label of runs made under a generated rules file
@@ -227,3 +227,33 @@ def records(table: Table, base: Mapping[str, object],
         })
         out.append(record)
     return out
+
+
+_COLL_PARAMS = ("nprocs", "nodes", "distribution", "algorithm", "size")
+
+
+def table_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple[Point, str], Measurement], list[str]]:
+    """The table of the collective latency records among ``records`` (result dicts), and what was left out.
+
+    Records of other benchmarks are ignored silently; a collective record that is not
+    a usable measurement (status other than pass, no value) is left out with a sentence,
+    so the caller can show it beside the analysis.
+    """
+    rows, left_out = [], []
+    for rec in records:
+        bench = str(rec.get("benchmark", ""))
+        if not bench.startswith("osu_") or bench[4:] not in COLLECTIVES or rec.get("metric") != "latency":
+            continue
+        params = rec.get("parameters") or {}
+        missing = [p for p in _COLL_PARAMS if p not in params]
+        if missing:
+            left_out.append(f"{bench} record without {', '.join(missing)} in its parameters")
+            continue
+        if rec.get("status") != "pass" or rec.get("value") is None:
+            left_out.append(f"{bench} {params.get('algorithm')} {params.get('nprocs')} ranks size {params.get('size')}: "
+                            f"{rec.get('status')} ({rec.get('reason') or 'no value'})")
+            continue
+        samples = rec.get("samples") or [rec["value"]]
+        for value in samples:
+            rows.append({"collective": bench[4:], **{p: params[p] for p in _COLL_PARAMS}, "latency": value})
+    return make_table(rows), left_out
