@@ -71,7 +71,7 @@ def run_analyse(args: argparse.Namespace) -> int:
     for dist in sorted({d for _, d in groups}):
         part = [c for c in cells if c.point.distribution == dist]
         # A rules file keys on communicator size only: where one count ran on 1 and on 2 nodes, keep the 2-node one.
-        widest = {}
+        widest: dict[tuple[str, int], int] = {}
         for c in part:
             key = (c.point.collective, c.point.nprocs)
             widest[key] = max(widest.get(key, 0), c.point.nodes)
