@@ -104,6 +104,7 @@ def check_result_record(item: Any, where: str) -> None:
 
     if not isinstance(item, dict):
         raise InputError(f"{where} must be a mapping (JSON object), found {_type_name(item)}")
+    item = upgrade_record(item)
     known = {f.name: f for f in fields(Result)}
     unknown = sorted(set(item) - set(known))
     if unknown:
@@ -128,10 +129,24 @@ def check_result_record(item: Any, where: str) -> None:
                 raise InputError(f"{where}: {name} must hold finite numbers only, found {bad!r:.40}")
         if kind == "list[str]" and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise InputError(f"{where}: {name} must be a list of text, found {value!r:.60}")
+        if kind == "dict[str, Any]" and not isinstance(value, dict):
+            raise InputError(f"{where}: {name} must be a mapping, found {_type_name(value)} {value!r:.40}")
+    # A series' parameters: an ordered mapping of names to text or whole numbers (DESIGN.md).
+    for name, value in item["parameters"].items():
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError(f"{where}: parameter {name!r} must be text or a whole number, "
+                             f"found {_type_name(value)} {value!r:.40}")
     if item["metric"] not in METRICS:
         raise InputError(f"{where}: metric {item['metric']!r} is not one of {', '.join(METRICS)}")
     if item["status"] not in STATUSES:
         raise InputError(f"{where}: status {item['status']!r} is not one of {', '.join(STATUSES)}")
+
+
+def upgrade_record(item: dict) -> dict:
+    """A record written before series had parameters (placement, message_size), in today's shape."""
+    from .results import _upgrade
+
+    return _upgrade(item)
 
 
 def read_results(path: Path, allow_empty: bool = False) -> list:

@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import (baselines, manifest, microarch, osu_output, paths, reframe_report, results, run_folder,
-               summary, toolchain)
+               summary, toolchain, verdict)
 from .builds import BuildOptions
 from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
-from .names import METHODS, METRICS, PLACEMENTS
+from .names import METHODS, METRICS, PLACEMENTS, PT2PT
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
-CHECKS = [paths.checks_dir() / "osu_pt2pt.py"]
+
+
+def check_files() -> list[Path]:
+    """The check files: every Python file in checks/ that registers a ReFrame test."""
+    return sorted(p for p in paths.checks_dir().glob("*.py") if "@rfm.simple_test" in p.read_text())
+
+
 DRYRUN_MODULES = paths.REPO_ROOT / "ci" / "dryrun-modules"
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
@@ -152,7 +158,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
     if opts.iterations:
         cmd += ["-S", f"iterations={opts.iterations}"]
-    for check in CHECKS:
+    for check in check_files():
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
@@ -200,8 +206,8 @@ def check_binaries(manifest_dir: Path, methods: list[str], metrics: list[str]) -
         for build in manifest.find(manifest_dir, method):
             if build.extra.get("planned"):
                 continue
-            for metric in metrics:
-                binary = build.binary(METRICS[metric].benchmark)
+            for metric in (m for m in metrics if m in PT2PT):
+                binary = build.binary(PT2PT[metric].benchmark)
                 if not binary.is_file():
                     raise InputError(f"manifest {build.path} names {binary}, which does not exist: rebuild with "
                                      f"'mpiregress build --method {method}' or remove the manifest")
@@ -318,12 +324,13 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
             raise InfrastructureError(f"ReFrame exited with code {proc.returncode} and wrote no report: {fault}")
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
                               f"see {opts.report_dir / 'reframe.out'}")
-    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline))
+    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline,
+                                                  dry_run=opts.dry_run))
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
     infrastructure = _classify_infrastructure(found, env)
-    summary.apply_baselines(found, refs, opts.allow_missing_baselines)
+    verdict.apply_baselines(found, refs, opts.allow_missing_baselines)
     problems = summary.require_methods(found, opts.methods or [])
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
@@ -354,5 +361,5 @@ def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
     _log(f"dry run: {len(scripts)} job script(s) written under {opts.report_dir / 'reframe' / 'stage'}, "
          f"{sum(r.status == 'skip' for r in found)} skipped, {len(errors)} error(s)")
     for r in errors:
-        print(f"mpiregress run: error: {r.partition} {r.method} {r.placement} {r.metric}: {r.reason}", file=sys.stderr)
+        print(f"mpiregress run: error: {r.key().name()}: {r.reason}", file=sys.stderr)
     return 2 if errors else (0 if scripts else 4)

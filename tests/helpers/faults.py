@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 # One valid result record of today's model (system, partition, method, placement, metric).
 GOOD_RESULT = {
-    "system": "local", "partition": "batch", "method": "source", "placement": "same_numa",
-    "metric": "latency", "benchmark": "osu_latency", "message_size": 8192, "unit": "us",
+    "system": "local", "partition": "batch", "method": "source", "parameters": {"placement": "same_numa", "size": 8192},
+    "metric": "latency", "benchmark": "osu_latency", "unit": "us",
     "value": 3.0, "status": "pass", "samples": [3.0],
 }
 
