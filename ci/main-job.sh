@@ -1,8 +1,39 @@
 #!/usr/bin/env bash
 # The main job, locally: install what is needed, then run the point-to-point checks on a
-# one-host Slurm that the project starts itself. OSU's tarball comes from the official
-# download or from $OSU_SOURCE_MIRROR (a folder holding osu-micro-benchmarks-7.2.tar.gz).
+# one-host Slurm that the project starts itself, and end with the HTML report of the run
+# (judged against the history and baselines) and its path. OSU's tarball comes from the
+# official download or from $OSU_SOURCE_MIRROR (a folder holding osu-micro-benchmarks-7.2.tar.gz).
+# Exit code: the run's (0 pass, 1 regression, 2 error, 3 infrastructure, 4 nothing ran).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$repo/ci/setup.sh"
-exec "$repo/.venv/bin/mpiregress" run --system local "$@"
+mpiregress="$repo/.venv/bin/mpiregress"
+
+# Where the run writes: its --report-dir if given, else the run's default.
+report_dir="${MPIREGRESS_REPORTS_DIR:-$repo/reports}/local"
+previous=""
+for arg in "$@"; do
+  case "$arg" in
+    --report-dir=*) report_dir="${arg#--report-dir=}" ;;
+    *) [ "$previous" = "--report-dir" ] && report_dir="$arg" ;;
+  esac
+  previous="$arg"
+done
+
+code=0
+"$mpiregress" run --system local "$@" || code=$?
+
+html_dir="$report_dir/html"
+if [ -s "$report_dir/results.json" ]; then
+  report_code=0
+  "$mpiregress" report "$report_dir/results.json" --out-dir "$html_dir" || report_code=$?
+  if [ "$report_code" -eq 0 ]; then
+    echo "HTML report: $html_dir/report.html"
+  else
+    echo "main job: the HTML report could not be written (exit $report_code); the run's summary is $report_dir/summary.md" >&2
+    [ "$code" -eq 0 ] && code=$report_code
+  fi
+else
+  echo "main job: no HTML report: the run wrote no results; it says why in $report_dir/summary.md" >&2
+fi
+exit "$code"

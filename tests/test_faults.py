@@ -183,3 +183,24 @@ def test_atomic_write_names_the_file_it_cannot_write(tmp_path):
 def test_report_state_reads_a_failed_folder(tmp_path, env):
     cli(["run", "--system", "local", "--iterations", "0", "--report-dir", str(tmp_path / "r")], env)
     assert report_state(tmp_path / "r").startswith("status failed (exit 2); no results.json")
+
+
+def test_history_uses_wal_on_a_local_disk_and_says_so(tmp_path, env):
+    from helpers.faults import write_inputs
+    files = write_inputs(tmp_path / "inputs")
+    db = tmp_path / "h.sqlite"
+    assert cli(["history", "import", str(files["good"]), "--db", str(db)], env).returncode == 0
+    listed = cli(["history", "list", "--db", str(db)], env)
+    assert listed.returncode == 0 and "journal mode wal" in listed.stdout and "local disk" in listed.stdout
+    import sqlite3
+    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_history_on_a_network_file_system_uses_the_rollback_journal(tmp_path):
+    from mpiregress import history_journal
+    mounts = f"server:/export {tmp_path} nfs4 rw,relatime 0 0\n/dev/sda1 / ext4 rw 0 0\n"
+    journal = history_journal.choose(tmp_path / "h.sqlite", mounts)
+    assert journal.mode == "delete" and journal.fs_type == "nfs4"
+    assert "rollback journal" in journal.sentence() and "network file system" in journal.sentence()
+    local = history_journal.choose(tmp_path / "h.sqlite", "/dev/sda1 / ext4 rw 0 0\n")
+    assert local.mode == "wal"

@@ -176,7 +176,8 @@ def _write(path: Path, records: list) -> Path:
     ("samples", [1.0, "x"], "samples must hold finite numbers only"),
     ("value", "fast", "value must be a finite number or null"),
     ("metric", "latencyy", "metric 'latencyy' is not one of"),
-    ("message_size", 8.5, "message_size must be a whole number"),
+    ("parameters", {"placement": "same_numa", "size": 8.5}, "parameter 'size' must be text or a whole number"),
+    ("parameters", None, "parameters must be a mapping"),
     ("nodelist", "node1", "nodelist must be a list of text"),
     ("status", "ok", "status 'ok' is not one of"),
 ])
