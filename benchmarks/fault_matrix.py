@@ -100,12 +100,13 @@ def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
     pid = cluster._pid("slurmd-node2")
     assert pid is not None, "slurmd node2 is not running"
     os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
+    killed, killed_at = time.monotonic(), time.time()
     restart = cli(["cluster", "start", "--state-dir", str(cluster.state_dir)], env)
     rows.append(Outcome("cluster start while a run uses a broken cluster", 3, restart.returncode,
                         sentence(restart), "cluster left as it is"))
     lost_row = _finish(proc, "slurmd killed mid-run (node lost)", 3, lost, killed)
     rows.append(lost_row)
+    TIMELINE["node DOWN"] = _down_after(cluster, killed_at)
     rows.append(_leftovers(cluster, env, "step daemons left after slurmd died"))
 
     # Controller gone: slurmctld killed while the first of two checks measures; the second's sbatch fails.
@@ -135,6 +136,24 @@ def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
     rows.append(_finish(proc, "job reaches its Slurm time limit", 3, limited, time.monotonic()))
     cluster.stop(force=True)
     return rows
+
+
+TIMELINE: dict[str, object] = {}
+
+
+def _down_after(cluster: LocalCluster, since: float) -> object:
+    """Seconds from ``since`` (epoch) to slurmctld's 'setting DOWN' line for node2, from its log."""
+    import datetime as dt
+
+    try:
+        lines = (cluster.state_dir / "log" / "slurmctld.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if "node2" in line and "setting DOWN" in line:
+            stamp = dt.datetime.fromisoformat(line[1:24])
+            return round(stamp.timestamp() - since, 1)
+    return None
 
 
 def _leftovers(cluster: LocalCluster, env: dict, fault: str) -> Outcome:
@@ -187,11 +206,13 @@ def main() -> int:
     _print(rows)
     lost = [r for r in rows if r.fault.startswith("slurmd killed")]
     if lost:
-        print(f"\ntime from killing slurmd (node2) to the run's end: {lost[0].seconds:.1f} s "
-              f"(SlurmdTimeout=20 in ci/local-cluster/slurm.conf.j2)")
+        print(f"\ntime from killing slurmd (node2) to the run's end: {lost[0].seconds:.1f} s; slurmctld set "
+              f"node2 DOWN {TIMELINE.get('node DOWN')} s after the kill (SlurmdTimeout=20 in "
+              f"ci/local-cluster/slurm.conf.j2); load average {os.getloadavg()[0]:.1f}")
     bad = [r for r in rows if not r.ok]
     print(f"\n{len(rows) - len(bad)} of {len(rows)} faults at the expected exit code "
-          f"(whole matrix {time.monotonic() - started:.0f} s)" + (f"; NOT: {', '.join(r.fault for r in bad)}" if bad else ""))
+          f"(whole matrix {time.monotonic() - started:.0f} s)"
+          + (f"; NOT: {', '.join(r.fault for r in bad)}" if bad else ""))
     if args.keep:
         print(f"kept {root}")
     return 1 if bad else 0

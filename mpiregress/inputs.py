@@ -18,7 +18,7 @@ import yaml
 from .errors import InputError
 
 # JSON/YAML top-level types by the word a sentence uses for them.
-_KINDS = {dict: "a mapping (JSON object)", list: "a list (JSON array)"}
+_KINDS: dict[type, str] = {dict: "a mapping (JSON object)", list: "a list (JSON array)"}
 
 
 def _type_name(value: Any) -> str:

@@ -145,10 +145,13 @@ class RunFolder:
         lines += [f"- {step}" for step in ran] or ["- nothing: the run failed before any step"]
         lines += ["", "No verdict: nothing of this run was judged. Its files are in this folder "
                   "(reframe.out and reframe-report.json when ReFrame got that far)."]
-        junit_old = self.path / "junit.xml"
+        def keep_reframe_junit() -> None:
+            if (self.path / "junit.xml").exists():
+                os.replace(self.path / "junit.xml", self.path / "reframe-junit.xml")
+
         for action in (
                 lambda: self.write("summary.md", "\n".join(lines) + "\n"),
-                lambda: junit_old.exists() and os.replace(junit_old, self.path / "reframe-junit.xml"),
+                keep_reframe_junit,
                 lambda: self.write("junit.xml", _failure_junit(message, exit_code, ran)),
                 lambda: self.write_status("failed", exit_code, message)):
             try:
