@@ -47,15 +47,16 @@ def _popen_run(env: dict, report_dir: Path, *args: str) -> subprocess.Popen:
     return proc
 
 
-def _running_job(env: dict, timeout: float = 180) -> str:
-    """The id of the first job that reaches RUNNING, after it has run a few seconds."""
+def _running_job(env: dict, timeout: float = 300, nodes: str = "") -> str:
+    """The id of the first job that reaches RUNNING (on ``nodes``, when given), after it has run a few seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], env=env, capture_output=True,
-                             text=True).stdout.split()
-        if out:
+        out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %N"], env=env, capture_output=True,
+                             text=True).stdout.splitlines()
+        jobs = [line.split()[0] for line in out if line.strip() and (not nodes or line.split()[-1] == nodes)]
+        if jobs:
             time.sleep(3)   # the job script's probe is done and OSU is measuring
-            return out[0]
+            return jobs[0]
         time.sleep(0.5)
     raise SystemExit("fault matrix: no job reached RUNNING in time; is the machine overloaded?")
 
@@ -90,10 +91,11 @@ def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
     rows.append(Outcome("run fails early (unknown partition) after a pass", 2, stale.returncode, sentence(stale),
                         report_state(reports)))
 
-    # A lost node: slurmd of node2 killed while OSU measures across both nodes.
+    # A lost node: slurmd of node2 killed while OSU measures across both nodes, after the
+    # same_numa check has finished (its measurement must survive the fault).
     lost = root / "r-lost-node"
-    proc = _popen_run(env, lost, "--metrics", "latency", "--placements", "cross_node", *LONG)
-    _running_job(slurm_env)
+    proc = _popen_run(env, lost, "--metrics", "latency", "--placements", "same_numa,cross_node", *LONG)
+    _running_job(slurm_env, nodes="node[1-2]")
     second = cli(["run", "--system", "local", "--methods", "source", "--report-dir", str(root / "r-second")], env)
     rows.append(Outcome("second run on the same checkout", 3, second.returncode, sentence(second),
                         report_state(root / "r-second")))
