@@ -15,11 +15,11 @@ import yaml
 
 from .. import paths
 from ..errors import InputError
+from ..launch import DISTRIBUTIONS
 from ..osu_output import OsuOutputError, parse_size_range
 from .algorithms import COLLECTIVES, DEFAULT, TunedAlgorithms, forced_env, parse_segsize
 
 NPROCS_KEYWORDS = ("powers_of_two", "full_node", "two_nodes")
-DISTRIBUTIONS = ("block:block", "block:cyclic")
 # OSU 7.2's own defaults: 1000 iterations / 200 warm-up up to 8 KiB, 100 / 10 above.
 OSU_LARGE_MESSAGE = 8192
 OSU_DEFAULTS = ((1, OSU_LARGE_MESSAGE, 1000, 200), (OSU_LARGE_MESSAGE + 1, 1 << 30, 100, 10))
