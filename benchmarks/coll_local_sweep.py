@@ -135,8 +135,9 @@ def main() -> int:
     for coll in collectives:
         coll_cells = [c for c in cells if c.point.collective == coll]
         names = tuned.names(coll)
-        figures.best_map(coll_cells, args.out / f"best_{coll}.png", names)
-        figures.default_vs_best(coll_cells, args.out / f"default_vs_best_{coll}.png")
+        note = f"local, {cores} cores: runs of more ranks are oversubscribed" if max(counts) > cores else ""
+        figures.best_map(coll_cells, args.out / f"best_{coll}.png", names, note)
+        figures.default_vs_best(coll_cells, args.out / f"default_vs_best_{coll}.png", note)
 
     rules = rules_file.build(cells, tuned)
     text = rules_file.render(rules, tuned, [f"coll/tuned dynamic rules from a local sweep, OpenMPI {version}",

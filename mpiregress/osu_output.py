@@ -102,7 +102,7 @@ def parse(text: str) -> OsuOutput:
         failed = [size for size, values in rows.items() if len(values) > index and values[index] != "Pass"]
         if failed:
             raise OsuOutputError(f"OSU {title} data validation failed at message size(s) {', '.join(map(str, failed))}")
-    return OsuOutput(title=title, version=version, columns=columns, rows=rows, preamble=preamble)
+    return OsuOutput(title=title, version=version or "", columns=columns, rows=rows, preamble=preamble)
 
 
 def swept_sizes(min_size: int, max_size: int) -> list[int]:

@@ -43,6 +43,7 @@ class RunOptions:
     metrics: Optional[list[str]] = None          # None: latency and bandwidth
     placements: Optional[list[str]] = None       # None: all four (unavailable ones are skipped)
     iterations: Optional[int] = None             # None: the check's default (1000)
+    families: list[str] = field(default_factory=lambda: list(DEFAULT_FAMILIES))
     dry_run: bool = False
     repeat: int = 1
     manifest_dir: Path = field(default_factory=paths.manifest_dir)
@@ -54,6 +55,14 @@ class RunOptions:
     sha256_override: Optional[str] = None
     commit: str = ""
     pipeline: str = ""
+
+
+# Families of checks, selected by tag: pt2pt; coll (the merge-request subset of collectives);
+# coll-sweep (the weekly full sweep of every coll/tuned algorithm).
+FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep")
+# The collective families are subsets of checks/config/coll_sweep.yaml.
+COLL_SUBSETS: dict[str, str] = {"coll": "mr", "coll-sweep": "weekly"}
+DEFAULT_FAMILIES: tuple[str, ...] = ("pt2pt", "coll")
 
 
 def _log(message: str) -> None:
@@ -140,6 +149,7 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
         "MPIREGRESS_REFRAME_LOG": str(opts.report_dir / "reframe.log"),
         # The check file imports mpiregress from this checkout, whatever the caller's cwd.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.REPO_ROOT), env.get("PYTHONPATH")])),
+        "MPIREGRESS_COLL_SUBSETS": ",".join(COLL_SUBSETS[f] for f in opts.families if f in COLL_SUBSETS),
     })
     if opts.dry_run:
         env["MODULEPATH"] = os.pathsep.join(filter(None, [env.get("MODULEPATH"), str(DRYRUN_MODULES)]))
@@ -152,7 +162,8 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
            "--prefix", str(opts.report_dir / "reframe"),
            "--report-file", str(opts.report_dir / "reframe-report.json"),
            "--report-junit", str(opts.report_dir / "junit.xml"),
-           "-t", f"^({'|'.join(methods)})$", "--dry-run" if opts.dry_run else "-r"]
+           "-t", f"^({'|'.join(methods)})$", "-t", f"^({'|'.join(opts.families)})$",
+           "--dry-run" if opts.dry_run else "-r"]
     for chosen in (opts.metrics, opts.placements):
         if chosen:
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
@@ -172,6 +183,12 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
     return cmd
 
 
+def _skipped_check_files(output: str) -> list[str]:
+    """Check files ReFrame refused to load, with its one-line reason ("skipping test file 'X': ...")."""
+    return [line.split("skipping test file", 1)[1].strip(" :") for line in output.splitlines()
+            if "skipping test file" in line]
+
+
 def _check_reachable(env: dict[str, str]) -> None:
     from .local_cluster import slurm_reachable
 
@@ -189,7 +206,8 @@ def check_options(opts: RunOptions) -> list[str]:
     """The build methods to run, after refusing unknown names and numbers out of range (InputError)."""
     methods = opts.methods or list(METHODS)
     for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
-                                ("placement", opts.placements or [], PLACEMENTS)):
+                                ("placement", opts.placements or [], PLACEMENTS),
+                                ("family", opts.families, FAMILIES)):
         unknown = [c for c in chosen if c not in known]
         if unknown:
             raise InputError(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -324,6 +342,10 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
             raise InfrastructureError(f"ReFrame exited with code {proc.returncode} and wrote no report: {fault}")
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
                               f"see {opts.report_dir / 'reframe.out'}")
+    unloaded = _skipped_check_files((opts.report_dir / "reframe.out").read_text(errors="replace"))
+    if unloaded:
+        # ReFrame only warns; a check file that did not load would silently measure nothing.
+        raise InputError(f"ReFrame could not load {unloaded[0]}; see {opts.report_dir / 'reframe.out'}")
     found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline,
                                                   dry_run=opts.dry_run))
     folder.step(f"ReFrame report read: {len(found)} result(s)")

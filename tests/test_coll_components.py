@@ -1,6 +1,6 @@
 """Which coll component OpenMPI selected, and a forced algorithm OpenMPI rejected (real outputs)."""
 from mpiregress.coll import components
-from shared import OSU_OUTPUTS, require
+from shared import OSU_OUTPUTS, REPO, require
 
 
 def read(name: str) -> str:
@@ -68,3 +68,11 @@ def test_invalid_forced_algorithm_is_an_error_sentence_not_a_result():
 
 def test_valid_forced_run_has_no_problem():
     assert components.forced_run_problem(read("osu_bcast_alg6_binomial_full.txt")) is None
+
+
+def test_a_warning_mpirun_lost_is_not_taken_for_a_clean_forced_run():
+    """Real mpirun 4.1.4 output (the OSU double's osu_bcast, coll_tuned_bcast_algorithm=12) where the warning was lost."""
+    text = (REPO / "tests" / "data" / "mpirun_lost_warning_osu_double_bcast_alg12.txt").read_text()
+    assert "invalid value" not in text
+    problem = components.forced_run_problem(text)
+    assert problem and problem.startswith("mpirun lost a warning message of a rank (ORTE_ERROR_LOG in show_help.c)")

@@ -72,7 +72,10 @@ def test_invalid_algorithm_id_is_caught_from_openmpis_own_warning(built):
     assert result.returncode == 0                             # OpenMPI runs the default and exits 0
     osu_output.parse(result.stdout)                           # ... and prints a plausible result
     problem = components.forced_run_problem(result.stdout + result.stderr)
-    assert problem and problem.startswith("OpenMPI rejected coll_tuned_bcast_algorithm=12")
+    # mpirun 4.1.4 loses the forwarded warning in some runs (ORTE show_help unpack error): then
+    # the loss itself is the error; either way the run never counts as algorithm 12.
+    assert problem and (problem.startswith("OpenMPI rejected coll_tuned_bcast_algorithm=12")
+                        or problem.startswith("mpirun lost a warning message")), result.stderr
 
 
 def test_coll_base_verbose_of_a_real_run_shows_tuned_in_charge(built):

@@ -23,8 +23,14 @@ def test_weekly_sweep_covers_every_algorithm_count_and_distribution():
     ranges = {(s.sizes.low, s.sizes.high) for s in steps if s.collective == "bcast"}
     assert ranges == {(1, 8192), (16384, 1048576)}                           # one invocation per -i/-x range
     assert {s.sizes.high for s in steps if s.collective == "alltoall"} == {8192, 65536}
-    big = next(s for s in steps if s.collective == "bcast" and s.sizes.low == 16384)
-    assert big.sizes.osu_args() == ["-m", "16384:1048576", "-i", "20", "-x", "2"]
+    big = next(s for s in steps if s.collective == "bcast" and s.sizes.low == 16384 and s.algorithm == "pipeline")
+    assert big.osu_args() == ["-f", "-m", "16384:1048576", "-i", "20", "-x", "2"]
+    assert big.env(TUNED)["OMPI_MCA_coll_tuned_bcast_algorithm"] == "3"
+    assert big.env(TUNED)["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] == "8192"
+    assert list(big.parameters(65536)) == ["nprocs", "nodes", "distribution", "algorithm", "size"]
+    scatter = next(s for s in steps if s.collective == "scatter" and s.algorithm == "binomial")
+    assert scatter.env(TUNED) == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_scatter_algorithm": "2"}
+    assert next(s for s in steps if s.algorithm == "default").env(TUNED) == {}
 
 
 def test_mr_subset_is_default_only_full_and_two_nodes_a_few_sizes():

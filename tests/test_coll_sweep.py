@@ -1,6 +1,7 @@
 """Best-algorithm map, default vs best, findings beyond the noise, rules-file verification, records."""
 import pytest
 
+from mpiregress import results
 from mpiregress.coll import sweep
 
 
@@ -83,3 +84,13 @@ def test_records_are_open_series_with_ordered_parameters():
                                         (1048576, "1 MiB"), (1536, "1536 B")])
 def test_sizes_read_like_the_findings(size, text):
     assert sweep.format_size(size) == text
+
+
+def test_records_load_as_results_of_the_series_model():
+    table = sweep.make_table([row("default", 12.0), row("binomial", 10.0, size=1024)])
+    loaded = results.from_data(sweep.records(table, {"system": "local", "partition": "batch", "method": "source"}))
+    keys = sorted(r.key() for r in loaded)
+    assert keys[0].benchmark == "osu_bcast" and keys[0].metric == "latency"
+    assert keys[0].parameters == (("nprocs", 64), ("nodes", 1), ("distribution", "block:block"),
+                                  ("algorithm", "binomial"), ("size", 1024))
+    assert {r.size for r in loaded} == {1024, 65536}

@@ -45,8 +45,9 @@ def _axes(ax: plt.Axes, sizes: list[int], nprocs: list[int]) -> None:
     ax.set_ylabel("processes")
 
 
-def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str]) -> Path:
-    """Draw the best-algorithm map into ``path`` (PNG); ``algorithms`` fixes the colour of each name."""
+def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note: str = "") -> Path:
+    """Draw the best-algorithm map into ``path`` (PNG); ``algorithms`` fixes the colour of each name;
+    ``note`` (e.g. "oversubscribed above 2 ranks") goes under the title."""
     sizes, nprocs, title = _grid(cells)
     names = list(algorithms)
     for c in cells:
@@ -71,7 +72,7 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str]) -> Pa
         handles.append(plt.Line2D([], [], marker="o", color="black", linestyle="", markersize=4,
                                   label="default slower beyond noise"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(f"Best forced algorithm: {title}", fontsize=10)
+    ax.set_title(f"Best forced algorithm: {title}" + (f"\n{note}" if note else ""), fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
@@ -79,7 +80,7 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str]) -> Pa
     return path
 
 
-def default_vs_best(cells: Sequence[Cell], path: Path) -> Path:
+def default_vs_best(cells: Sequence[Cell], path: Path, note: str = "") -> Path:
     """Draw how much slower (%) the default is than the best forced algorithm at each point."""
     sizes, nprocs, title = _grid(cells)
     grid = [[float("nan")] * len(sizes) for _ in nprocs]
@@ -98,7 +99,7 @@ def default_vs_best(cells: Sequence[Cell], path: Path) -> Path:
                     ha="center", va="center", fontsize=6)
     _axes(ax, sizes, nprocs)
     fig.colorbar(image, ax=ax, label="default slower than best (%)", extend="both" if top >= 100.0 else "neither")
-    ax.set_title(f"Default vs best forced algorithm: {title}", fontsize=10)
+    ax.set_title(f"Default vs best forced algorithm: {title}" + (f"\n{note}" if note else ""), fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

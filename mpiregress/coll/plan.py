@@ -15,11 +15,11 @@ import yaml
 
 from .. import paths
 from ..errors import InputError
+from ..launch import DISTRIBUTIONS
 from ..osu_output import OsuOutputError, parse_size_range
-from .algorithms import COLLECTIVES, DEFAULT, TunedAlgorithms, parse_segsize
+from .algorithms import COLLECTIVES, DEFAULT, TunedAlgorithms, forced_env, parse_segsize
 
 NPROCS_KEYWORDS = ("powers_of_two", "full_node", "two_nodes")
-DISTRIBUTIONS = ("block:block", "block:cyclic")
 # OSU 7.2's own defaults: 1000 iterations / 200 warm-up up to 8 KiB, 100 / 10 above.
 OSU_LARGE_MESSAGE = 8192
 OSU_DEFAULTS = ((1, OSU_LARGE_MESSAGE, 1000, 200), (OSU_LARGE_MESSAGE + 1, 1 << 30, 100, 10))
@@ -86,6 +86,22 @@ class Step:
     distribution: str
     sizes: SizeRange
     repeats: int
+    segsize: Optional[int] = None    # the subset's segment size (None: the algorithm data's default)
+
+    def osu_args(self) -> list[str]:
+        """The OSU options of this step: full statistics and its size range, iterations and warm-up."""
+        return ["-f", *self.sizes.osu_args()]
+
+    def env(self, tuned: TunedAlgorithms) -> dict[str, str]:
+        """The MCA environment that forces this step's algorithm (empty for the default)."""
+        return forced_env(tuned, self.collective, self.algorithm,
+                          self.segsize if tuned.algorithm(self.collective, self.algorithm).segments else None,
+                          self.nprocs) if self.algorithm != DEFAULT else {}
+
+    def parameters(self, size: int) -> dict[str, object]:
+        """The series parameters of one measured size, most significant first."""
+        return {"nprocs": self.nprocs, "nodes": self.nodes, "distribution": self.distribution,
+                "algorithm": self.algorithm, "size": size}
 
 
 def _fail(path: Path, what: str) -> InputError:
@@ -223,7 +239,7 @@ def steps(subset: Subset, tuned: TunedAlgorithms, cores_per_node: int, max_nodes
                             if size_range.low > cap:
                                 continue
                             size_range = replace(size_range, high=min(size_range.high, cap))
-                        out.append(Step(coll, name, nprocs, nodes, dist, size_range, subset.repeats))
+                        out.append(Step(coll, name, nprocs, nodes, dist, size_range, subset.repeats, subset.segsize))
     if not out:
         raise InputError(f"the {subset.name} collective sweep expands to no step")
     return out
