@@ -92,10 +92,9 @@ def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
     rows.append(Outcome("run fails early (unknown partition) after a pass", 2, stale.returncode, sentence(stale),
                         report_state(reports)))
 
-    # A lost node: slurmd of node2 killed while OSU measures across both nodes, after the
-    # same_numa check has finished (its measurement must survive the fault).
+    # A lost node: slurmd of node2 killed while OSU measures across both nodes.
     lost = root / "r-lost-node"
-    proc = _popen_run(env, lost, "--metrics", "latency", "--placements", "same_numa,cross_node", *LONG)
+    proc = _popen_run(env, lost, "--metrics", "latency", "--placements", "cross_node", *LONG)
     _running_job(slurm_env, nodes="node[1-2]")
     second = cli(["run", "--system", "local", "--methods", "source", "--report-dir", str(root / "r-second")], env)
     rows.append(Outcome("second run on the same checkout", 3, second.returncode, sentence(second),
@@ -199,7 +198,10 @@ def main() -> int:
         rows.append(Outcome("second run on the same report folder", 3, done.returncode, sentence(done),
                             "left to the first run"))
         if not args.skip_slow:
-            rows += slow_cases(root, env, cluster)
+            try:
+                rows += slow_cases(root, env, cluster)
+            except SystemExit as err:   # an injection that could not be placed: print what was measured
+                rows.append(Outcome(f"slow cases stopped: {err}", 0, -1, str(err)))
     finally:
         try:
             cluster.stop(force=True)
