@@ -75,8 +75,8 @@ def _finish(proc: subprocess.Popen, fault: str, expected: int, report_dir: Path,
                    round(time.monotonic() - since, 1))
 
 
-def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
-    rows: list[Outcome] = []
+def slow_cases(root: Path, env: dict, cluster: LocalCluster, rows: list[Outcome]) -> None:
+    """The faults that kill or starve Slurm under a running benchmark; each appends its row to ``rows``."""
     slurm_env = {**env, **cluster.client_env()}
     cluster.start()
     reports = root / "reports"
@@ -137,7 +137,6 @@ def slow_cases(root: Path, env: dict, cluster: LocalCluster) -> list[Outcome]:
     subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"], env=slurm_env, check=True)
     rows.append(_finish(proc, "job reaches its Slurm time limit", 3, limited, time.monotonic()))
     cluster.stop(force=True)
-    return rows
 
 
 TIMELINE: dict[str, object] = {}
@@ -199,7 +198,7 @@ def main() -> int:
                             "left to the first run"))
         if not args.skip_slow:
             try:
-                rows += slow_cases(root, env, cluster)
+                slow_cases(root, env, cluster, rows)
             except SystemExit as err:   # an injection that could not be placed: print what was measured
                 rows.append(Outcome(f"slow cases stopped: {err}", 0, -1, str(err)))
     finally:
