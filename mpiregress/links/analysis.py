@@ -1,0 +1,256 @@
+"""Judge a linktest run: pair kinds, typical values, slow pairs, bad nodes, bad links, transients.
+
+Every pair is compared with the typical pair of its own kind (intra-node,
+same-switch, inter-switch, or inter-node without a topology file) by robust
+statistics: the median and the MAD of that kind. A pair is slow in a metric when
+it is both ``ratio`` times worse than the median AND ``z`` robust sigmas away
+(the ratio keeps a very tight kind from flagging harmless jitter, the z keeps a
+noisy kind from flagging its own spread).
+
+Attribution, per metric:
+- a rank is bad when more than ``majority`` of its pairs are slow; its node is a **bad node**;
+- a slow pair whose two ends are not bad and that is slow again on re-test is a **bad link**;
+- a slow pair that is normal on re-test is **transient**; one the program did not re-test is
+  **unconfirmed** (listed, not judged: raise linktest -Z).
+
+All work is on the pair arrays (N(N-1)/2 entries), never on an N x N matrix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .resultsfile import LinkRun
+
+KINDS = ("intra-node", "same-switch", "inter-switch", "inter-node")
+INTRA, SAME_SWITCH, INTER_SWITCH, INTER_NODE = range(4)
+# metric -> (first-measurement field, unit, higher is better)
+METRICS = {"latency": ("lat_us", "us", False), "bandwidth": ("bw_mbs", "MB/s", True)}
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How far from typical a pair must be to count as slow, and how many slow pairs make a bad rank."""
+
+    ratio: float = 2.0       # at least this many times worse than the kind's median
+    z: float = 5.0           # and at least this many robust sigmas away
+    majority: float = 0.5    # a rank with more than this fraction of slow pairs is bad
+
+
+@dataclass
+class SlowPair:
+    """One pair slow in one metric at its first measurement, with its attribution."""
+
+    rank_a: int
+    rank_b: int
+    node_a: str
+    node_b: str
+    kind: str
+    metric: str
+    unit: str
+    first: float
+    second: Optional[float]          # re-test value, None when not re-tested
+    typical: float                   # median of the pairs of the same kind
+    ratio_first: float               # how many times worse than typical (>= 1 is worse)
+    ratio_second: Optional[float]
+    z_first: float                   # robust sigmas from typical, on the hurting side
+    attribution: str                 # bad node | bad link | transient | unconfirmed
+
+    def link(self) -> str:
+        return f"{self.node_a}--{self.node_b}"
+
+
+@dataclass
+class BadNode:
+    """A node with at least one rank that is slow against most of its peers in one metric."""
+
+    node: str
+    metric: str
+    ranks: list[int]
+    slow_pairs: int
+    pairs: int
+    median_ratio: float              # median over the node's pairs of (how many times worse than typical)
+
+
+@dataclass
+class LinkAnalysis:
+    """What one run says about its nodes and links."""
+
+    run: LinkRun
+    thresholds: Thresholds
+    nodes: list[str]                 # distinct node names, in rank order of first appearance
+    rank_node: np.ndarray            # node index of each rank
+    a: np.ndarray                    # pair arrays: lower rank, higher rank, kind code
+    b: np.ndarray
+    kind: np.ndarray
+    first: dict[str, np.ndarray]     # metric -> first measurement per pair
+    second: dict[str, np.ndarray]    # metric -> re-test per pair (NaN when not re-tested)
+    typical: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)  # (metric, kind) -> (median, sigma, n)
+    bad_ranks: dict[str, list[int]] = field(default_factory=dict)
+    bad_nodes: list[BadNode] = field(default_factory=list)
+    slow: list[SlowPair] = field(default_factory=list)
+    missing_pairs: int = 0
+
+    @property
+    def bad_links(self) -> list[SlowPair]:
+        return [s for s in self.slow if s.attribution == "bad link"]
+
+    @property
+    def judged_bad(self) -> bool:
+        return bool(self.bad_nodes or self.bad_links)
+
+    def kinds_present(self) -> list[str]:
+        return [KINDS[k] for k in np.unique(self.kind)]
+
+
+def node_index(hosts: list[str]) -> tuple[list[str], np.ndarray]:
+    """Distinct node names (order of first appearance) and each rank's index into them."""
+    nodes: dict[str, int] = {}
+    index = np.array([nodes.setdefault(h, len(nodes)) for h in hosts], dtype=np.int64)
+    return list(nodes), index
+
+
+def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarray,
+             switches: Optional[dict[str, str]] = None) -> np.ndarray:
+    """Kind code of every pair: intra-node, else same-/inter-switch with a topology, else inter-node."""
+    na, nb = rank_node[a], rank_node[b]
+    kind = np.full(a.shape, INTER_NODE, dtype=np.int8)
+    if switches:
+        names = sorted(set(switches.values()))
+        switch_of = np.array([names.index(switches[n]) for n in nodes], dtype=np.int64)
+        same = switch_of[na] == switch_of[nb]
+        kind[same] = SAME_SWITCH
+        kind[~same] = INTER_SWITCH
+    kind[na == nb] = INTRA
+    return kind
+
+
+def _retest_values(run: LinkRun, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """Re-test measurement of each pair (NaN where the pair was not re-tested; the last one wins)."""
+    n = np.int64(run.nranks)
+    keys = a.astype(np.int64) * n + b
+    order = np.argsort(keys)
+    out = {m: np.full(a.shape, np.nan) for m in METRICS}
+    if len(run.retest) == 0 or len(keys) == 0:
+        return out
+    rkeys = run.retest["rank_a"].astype(np.int64) * n + run.retest["rank_b"]
+    pos = np.searchsorted(keys[order], rkeys)
+    pos = np.minimum(pos, len(keys) - 1)
+    found = keys[order][pos] == rkeys
+    idx = order[pos[found]]
+    for metric, (column, _, _) in METRICS.items():
+        out[metric][idx] = run.retest[column][found]
+    return out
+
+
+def _badness(values: np.ndarray, median: float, sigma: float, higher_better: bool) -> tuple[np.ndarray, np.ndarray]:
+    """How many times worse than typical, and how many robust sigmas on the hurting side."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if higher_better:
+            return median / values, (median - values) / sigma
+        return values / median, (values - median) / sigma
+
+
+def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
+            thresholds: Thresholds = Thresholds()) -> LinkAnalysis:
+    """Classify, compare with typical, attribute. ``switches`` maps node -> switch (optional)."""
+    nodes, rank_node = node_index(run.hosts)
+    main = run.main
+    a = main["rank_a"].astype(np.int64)
+    b = main["rank_b"].astype(np.int64)
+    kind = classify(rank_node, nodes, a, b, switches)
+    first = {m: main[col].astype(np.float64) for m, (col, _, _) in METRICS.items()}
+    result = LinkAnalysis(run=run, thresholds=thresholds, nodes=nodes, rank_node=rank_node, a=a, b=b, kind=kind,
+                          first=first, second=_retest_values(run, a, b),
+                          missing_pairs=max(run.expected_pairs - len(main), 0))
+    n = run.nranks
+    peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
+    ratios: dict[str, np.ndarray] = {}
+    zs: dict[str, np.ndarray] = {}
+    slow_first: dict[str, np.ndarray] = {}
+    typical_of: dict[str, np.ndarray] = {}
+    sigma_of: dict[str, np.ndarray] = {}
+    for metric, (_, _, higher_better) in METRICS.items():
+        values = first[metric]
+        med_arr = np.full(values.shape, np.nan)
+        sig_arr = np.full(values.shape, np.nan)
+        for code in np.unique(kind):
+            sel = kind == code
+            vals = values[sel]
+            vals = vals[np.isfinite(vals)]
+            if vals.size == 0:
+                continue
+            median = float(np.median(vals))
+            # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
+            sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(vals - median))), 0.01 * abs(median), 1e-12)
+            result.typical[(metric, KINDS[code])] = (median, sigma, int(vals.size))
+            med_arr[sel], sig_arr[sel] = median, sigma
+        ratio, z = _badness(values, med_arr, sig_arr, higher_better)
+        slow = (ratio >= thresholds.ratio) & (z >= thresholds.z)
+        ratios[metric], zs[metric], slow_first[metric] = ratio, z, slow
+        typical_of[metric], sigma_of[metric] = med_arr, sig_arr
+        slow_count = np.bincount(a[slow], minlength=n) + np.bincount(b[slow], minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(peers > 0, slow_count / np.maximum(peers, 1), 0.0)
+        # A rank needs at least two peers: with one, the pair cannot say which end is bad.
+        bad = np.flatnonzero((peers >= 2) & (fraction > thresholds.majority))
+        result.bad_ranks[metric] = bad.tolist()
+        for node_i in np.unique(rank_node[bad]):
+            ranks = [int(r) for r in bad if rank_node[r] == node_i]
+            touching = np.isin(a, ranks) | np.isin(b, ranks)
+            result.bad_nodes.append(BadNode(
+                node=nodes[node_i], metric=metric, ranks=ranks, slow_pairs=int((slow & touching).sum()),
+                pairs=int(touching.sum()), median_ratio=float(np.nanmedian(ratio[touching]))))
+    any_bad = np.zeros(n, dtype=bool)
+    for ranks in result.bad_ranks.values():
+        any_bad[ranks] = True
+    for metric, (_, unit, higher_better) in METRICS.items():
+        second = result.second[metric]
+        ratio2, z2 = _badness(second, typical_of[metric], sigma_of[metric], higher_better)
+        slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)
+        for i in np.flatnonzero(slow_first[metric]):
+            ra, rb = int(a[i]), int(b[i])
+            retested = bool(np.isfinite(second[i]))
+            if any_bad[ra] or any_bad[rb]:
+                attribution = "bad node"
+            elif not retested:
+                attribution = "unconfirmed"
+            else:
+                attribution = "bad link" if slow_again[i] else "transient"
+            result.slow.append(SlowPair(
+                rank_a=ra, rank_b=rb, node_a=run.hosts[ra], node_b=run.hosts[rb], kind=KINDS[kind[i]],
+                metric=metric, unit=unit, first=float(first[metric][i]),
+                second=float(second[i]) if retested else None, typical=float(typical_of[metric][i]),
+                ratio_first=float(ratios[metric][i]), ratio_second=float(ratio2[i]) if retested else None,
+                z_first=float(zs[metric][i]), attribution=attribution))
+    result.slow.sort(key=lambda s: -s.ratio_first)
+    return result
+
+
+def node_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:
+    """Node x node mean of the first measurements of the rank pairs between two nodes (NaN: no pair)."""
+    count = len(analysis.nodes)
+    na, nb = analysis.rank_node[analysis.a], analysis.rank_node[analysis.b]
+    values = analysis.first[metric]
+    keep = np.isfinite(values)
+    intra = na[keep] == nb[keep]
+    # An intra-node pair lands on the diagonal twice above; count it once.
+    keys = np.concatenate([na[keep] * count + nb[keep], (nb[keep] * count + na[keep])[~intra]])
+    weights = np.concatenate([values[keep], values[keep][~intra]])
+    sums = np.bincount(keys, weights=weights, minlength=count * count)
+    counts = np.bincount(keys, minlength=count * count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        matrix = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return matrix.reshape(count, count)
+
+
+def rank_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:
+    """Rank x rank first measurements, symmetric, NaN on the diagonal and for unmeasured pairs (float32)."""
+    n = analysis.run.nranks
+    matrix = np.full((n, n), np.nan, dtype=np.float32)
+    matrix[analysis.a, analysis.b] = analysis.first[metric]
+    matrix[analysis.b, analysis.a] = analysis.first[metric]
+    return matrix
