@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     defaults = analysis.Thresholds()
     a.add_argument("--ratio", type=float, default=defaults.ratio, help="slow: at least this many times worse")
     a.add_argument("--z", type=float, default=defaults.z, help="slow: and at least this many robust sigmas")
+    a.add_argument("--statistic", choices=sorted(analysis.COLUMNS), default=defaults.statistic,
+                   help="per-pair value judged (median of its iterations by default)")
     a.add_argument("--series", type=Path, help="also write per-node/per-link result records (JSON) here")
     a.add_argument("--system", default="", help="system name for --series records")
     a.add_argument("--partition", default="", help="partition name for --series records")
@@ -43,7 +45,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     nodes = sorted(set(run.hosts))
     switches = sitetopology.load_switches(args.switches, nodes) if args.switches else None
     focus = sitetopology.parse_node_list(args.nodes, nodes)
-    result = analysis.analyse(run, switches, analysis.Thresholds(ratio=args.ratio, z=args.z))
+    result = analysis.analyse(run, switches, analysis.Thresholds(ratio=args.ratio, z=args.z, statistic=args.statistic))
     out: Path = args.out
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,12 @@ from .resultsfile import LinkRun
 
 KINDS = ("intra-node", "same-switch", "inter-switch", "inter-node")
 INTRA, SAME_SWITCH, INTER_SWITCH, INTER_NODE = range(4)
-# metric -> (first-measurement field, unit, higher is better)
-METRICS = {"latency": ("lat_us", "us", False), "bandwidth": ("bw_mbs", "MB/s", True)}
+# metric -> (unit, higher is better)
+METRICS = {"latency": ("us", False), "bandwidth": ("MB/s", True)}
+# statistic -> metric -> record field. The median is the default: on a shared or busy node a few
+# preempted iterations move the mean by milliseconds, while a link slow on every message moves both.
+COLUMNS = {"median": {"latency": "lat_median_us", "bandwidth": "bw_median_mbs"},
+           "mean": {"latency": "lat_us", "bandwidth": "bw_mbs"}}
 MAD_TO_SIGMA = 1.4826
 
 
@@ -36,6 +40,7 @@ class Thresholds:
     """How far from typical a pair must be to count as slow, and how many slow pairs make a bad rank."""
 
     ratio: float = 2.0       # at least this many times worse than the kind's median
+    statistic: str = "median"  # per-pair value judged: median or mean of its iterations
     z: float = 5.0           # and at least this many robust sigmas away
     majority: float = 0.5    # a rank with more than this fraction of slow pairs is bad
 
@@ -128,7 +133,7 @@ def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarr
     return kind
 
 
-def _retest_values(run: LinkRun, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+def _retest_values(run: LinkRun, a: np.ndarray, b: np.ndarray, columns: dict[str, str]) -> dict[str, np.ndarray]:
     """Re-test measurement of each pair (NaN where the pair was not re-tested; the last one wins)."""
     n = np.int64(run.nranks)
     keys = a.astype(np.int64) * n + b
@@ -141,7 +146,7 @@ def _retest_values(run: LinkRun, a: np.ndarray, b: np.ndarray) -> dict[str, np.n
     pos = np.minimum(pos, len(keys) - 1)
     found = keys[order][pos] == rkeys
     idx = order[pos[found]]
-    for metric, (column, _, _) in METRICS.items():
+    for metric, column in columns.items():
         out[metric][idx] = run.retest[column][found]
     return out
 
@@ -162,9 +167,10 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     a = main["rank_a"].astype(np.int64)
     b = main["rank_b"].astype(np.int64)
     kind = classify(rank_node, nodes, a, b, switches)
-    first = {m: main[col].astype(np.float64) for m, (col, _, _) in METRICS.items()}
+    columns = COLUMNS[thresholds.statistic]
+    first = {m: main[columns[m]].astype(np.float64) for m in METRICS}
     result = LinkAnalysis(run=run, thresholds=thresholds, nodes=nodes, rank_node=rank_node, a=a, b=b, kind=kind,
-                          first=first, second=_retest_values(run, a, b),
+                          first=first, second=_retest_values(run, a, b, columns),
                           missing_pairs=max(run.expected_pairs - len(main), 0))
     n = run.nranks
     peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
@@ -173,7 +179,7 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     slow_first: dict[str, np.ndarray] = {}
     typical_of: dict[str, np.ndarray] = {}
     sigma_of: dict[str, np.ndarray] = {}
-    for metric, (_, _, higher_better) in METRICS.items():
+    for metric, (_, higher_better) in METRICS.items():
         values = first[metric]
         med_arr = np.full(values.shape, np.nan)
         sig_arr = np.full(values.shape, np.nan)
@@ -207,7 +213,7 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     any_bad = np.zeros(n, dtype=bool)
     for ranks in result.bad_ranks.values():
         any_bad[ranks] = True
-    for metric, (_, unit, higher_better) in METRICS.items():
+    for metric, (unit, higher_better) in METRICS.items():
         second = result.second[metric]
         ratio2, z2 = _badness(second, typical_of[metric], sigma_of[metric], higher_better)
         slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)

@@ -36,7 +36,7 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
     """Latency and bandwidth matrices side by side; rank x rank with node labels, or node x node when large."""
     by_rank = analysis.run.nranks <= MAX_RANK_HEATMAP and bool(np.all(np.diff(analysis.rank_node) >= 0))
     fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
-    for ax, (metric, (_, unit, higher_better)) in zip(axes, METRICS.items()):
+    for ax, (metric, (unit, higher_better)) in zip(axes, METRICS.items()):
         if by_rank:
             matrix = rank_matrix(analysis, metric)
             starts = [int(np.flatnonzero(analysis.rank_node == i)[0]) for i in range(len(analysis.nodes))]
@@ -62,7 +62,7 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
 def histogram(analysis: LinkAnalysis, path: Path) -> Path:
     """How many pairs at each latency and bandwidth, one colour per pair kind (log axes)."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
-    for ax, (metric, (_, unit, _)) in zip(axes, METRICS.items()):
+    for ax, (metric, (unit, _)) in zip(axes, METRICS.items()):
         values = analysis.first[metric]
         finite = values[np.isfinite(values) & (values > 0)]
         if finite.size:

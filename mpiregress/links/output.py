@@ -55,10 +55,10 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
     if analysis.missing_pairs:
         lines.append(f"input: {analysis.missing_pairs} of {run.expected_pairs} pairs were not measured.")
     lines.append(f"{run.nranks} ranks on {len(analysis.nodes)} nodes, {len(analysis.a)} pairs measured "
-                 f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means "
-                 f">= {t.ratio:g}x and >= {t.z:g} robust sigmas worse than the median of the same kind.")
+                 f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means the "
+                 f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse than the median of the same kind.")
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
-        unit = METRICS[metric][1]
+        unit = METRICS[metric][0]
         lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma {sigma:.3g}, {count} pairs)")
     for node in analysis.bad_nodes:
         lines.append(f"BAD NODE {node.node} (rank{'s' if len(node.ranks) > 1 else ''} "

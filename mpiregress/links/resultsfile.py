@@ -19,7 +19,8 @@ MAGIC = b"MPIRLNK\0"
 VERSION = 1
 HEADER = struct.Struct("<8s4I2Q6I")
 RECORD = np.dtype([("rank_a", "<u4"), ("rank_b", "<u4"), ("phase", "<u2"), ("valid", "<u2"), ("step", "<u4"),
-                   ("lat_us", "<f8"), ("lat_min_us", "<f8"), ("bw_mbs", "<f8"), ("bw_max_mbs", "<f8")])
+                   ("lat_us", "<f8"), ("lat_median_us", "<f8"), ("lat_min_us", "<f8"),
+                   ("bw_mbs", "<f8"), ("bw_median_mbs", "<f8"), ("bw_max_mbs", "<f8")])
 PHASE_PARALLEL, PHASE_SERIAL, PHASE_RETEST, PHASE_END = 0, 1, 2, 255
 
 

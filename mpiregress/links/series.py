@@ -22,7 +22,7 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
     conditions = {"nranks": analysis.run.nranks, "nodes": len(analysis.nodes),
                   "mode": "serial" if analysis.run.serial else "parallel",
                   "small_size": analysis.run.small_size, "large_size": analysis.run.large_size}
-    for metric, (_, unit, _) in METRICS.items():
+    for metric, (unit, _) in METRICS.items():
         values = analysis.first[metric]
         for i, node in enumerate(analysis.nodes):
             touching = (na == i) | (nb == i)

@@ -34,15 +34,17 @@
 enum phase { PHASE_PARALLEL = 0, PHASE_SERIAL = 1, PHASE_RETEST = 2, PHASE_END = 255 };
 enum { TAG_LAT = 11, TAG_BW = 12, TAG_RECORD = 13 };
 
-/* One measured pair: 48 bytes, little-endian on every platform this runs on. */
+/* One measured pair: 64 bytes, little-endian on every platform this runs on. */
 struct record {
     uint32_t rank_a, rank_b;  /* rank_a < rank_b; for PHASE_END: main records, retest records */
     uint16_t phase;
     uint16_t valid;           /* 1 when this slot holds a measurement (gather slots of idle ranks do not) */
     uint32_t step;
-    double lat_us;            /* mean one-way time at the small size */
-    double lat_min_us;        /* fastest one-way time at the small size */
+    double lat_us;            /* mean one-way time at the small size, us */
+    double lat_median_us;     /* median one-way time: robust to a few preempted iterations */
+    double lat_min_us;        /* fastest one-way time */
     double bw_mbs;            /* large size / mean one-way time, MB/s (10^6 B/s) */
+    double bw_median_mbs;     /* large size / median one-way time */
     double bw_max_mbs;        /* large size / fastest one-way time */
 };
 
@@ -165,12 +167,19 @@ static void barrier_idle(void)
     wait_idle(&req);
 }
 
-/* Ping-pong with `peer`; returns mean and fastest one-way time in seconds. */
-static void pingpong(int peer, char *buf, size_t bytes, long warmup, long iters, int tag,
-                     double *mean, double *fastest)
+static int compare_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Ping-pong with `peer`; mean, median and fastest one-way time in seconds.
+ * `times` holds `iters` doubles (O(iterations) memory, reused). */
+static void pingpong(int peer, char *buf, size_t bytes, long warmup, long iters, int tag, double *times,
+                     double *mean, double *median, double *fastest)
 {
     int first = rank < peer;
-    double sum = 0.0, best = 1e300;
+    double sum = 0.0;
     for (long i = 0; i < warmup + iters; i++) {
         double t0 = MPI_Wtime();
         if (first) {
@@ -182,26 +191,31 @@ static void pingpong(int peer, char *buf, size_t bytes, long warmup, long iters,
         }
         double t = (MPI_Wtime() - t0) / 2.0;
         if (i >= warmup) {
+            times[i - warmup] = t;
             sum += t;
-            if (t < best)
-                best = t;
         }
     }
+    qsort(times, (size_t)iters, sizeof *times, compare_double);
     *mean = sum / (double)iters;
-    *fastest = best;
+    *median = iters % 2 ? times[iters / 2] : (times[iters / 2 - 1] + times[iters / 2]) / 2.0;
+    *fastest = times[0];
 }
 
 static struct record measure(int peer, char *buf, const struct options *o, uint16_t phase, uint32_t step)
 {
     struct record rec;
     memset(&rec, 0, sizeof rec);
-    double mean, fastest;
-    pingpong(peer, buf, o->small_size, o->warmup, o->lat_iters, TAG_LAT, &mean, &fastest);
+    double mean, median, fastest;
+    double *times = malloc(sizeof(double) * (size_t)(o->lat_iters > o->bw_iters ? o->lat_iters : o->bw_iters));
+    pingpong(peer, buf, o->small_size, o->warmup, o->lat_iters, TAG_LAT, times, &mean, &median, &fastest);
     rec.lat_us = mean * 1e6;
+    rec.lat_median_us = median * 1e6;
     rec.lat_min_us = fastest * 1e6;
-    pingpong(peer, buf, o->large_size, o->warmup, o->bw_iters, TAG_BW, &mean, &fastest);
+    pingpong(peer, buf, o->large_size, o->warmup, o->bw_iters, TAG_BW, times, &mean, &median, &fastest);
     rec.bw_mbs = (double)o->large_size / mean / 1e6;
+    rec.bw_median_mbs = (double)o->large_size / median / 1e6;
     rec.bw_max_mbs = (double)o->large_size / fastest / 1e6;
+    free(times);
     rec.rank_a = (uint32_t)(rank < peer ? rank : peer);
     rec.rank_b = (uint32_t)(rank < peer ? peer : rank);
     rec.phase = phase;
