@@ -45,8 +45,7 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
             matrix = node_matrix(analysis, metric).astype(np.float32)
             starts = list(range(len(analysis.nodes)))
             what = "node x node (mean of rank pairs)"
-        cmap = plt.get_cmap("viridis" if higher_better else "viridis_r").copy()
-        cmap.set_bad("black")
+        cmap = plt.get_cmap("viridis" if higher_better else "viridis_r").with_extremes(bad="black")
         image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal")
         _labels(ax, starts, analysis.nodes, matrix.shape[0])
         ax.set_title(f"{metric} ({unit}), {what}", fontsize=9)
