@@ -56,8 +56,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def slurm_env(cluster: LocalCluster, built: dict[str, Path], extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    # yield_when_idle: when the kernel puts both ranks of the measured pair on one core, the
+    # waiting rank gives the core up instead of spinning through its time slice (that costs
+    # ~1 ms per message and would make an undisturbed oversubscribed pair look broken).
     env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               LINKTEST_SHM=str(built["shm"]), **extra)
+               OMPI_MCA_mpi_yield_when_idle="1", LINKTEST_SHM=str(built["shm"]), **extra)
     return env
 
 
