@@ -77,12 +77,15 @@ class BadNode:
     ranks: list[int]
     slow_pairs: int
     pairs: int
-    median_ratio: float              # median over the node's pairs of (how many times worse than typical)
+    mean_ratio: float              # geometric mean over the node's pairs of (how many times worse than typical)
+
+
+ATTRIBUTIONS = ("bad node", "bad link", "transient", "unconfirmed")
 
 
 @dataclass
 class LinkAnalysis:
-    """What one run says about its nodes and links."""
+    """What one run says about its nodes and links (pair-level results kept as arrays: 50 M pairs fit)."""
 
     run: LinkRun
     thresholds: Thresholds
@@ -96,16 +99,54 @@ class LinkAnalysis:
     typical: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)  # (metric, kind) -> (median, sigma, n)
     bad_ranks: dict[str, list[int]] = field(default_factory=dict)
     bad_nodes: list[BadNode] = field(default_factory=list)
-    slow: list[SlowPair] = field(default_factory=list)
     missing_pairs: int = 0
+    # metric -> pair indices slow at the first measurement (worst first), their attribution codes,
+    # and per-pair ratio / re-test ratio / z of those slow pairs
+    slow_index: dict[str, np.ndarray] = field(default_factory=dict)
+    slow_code: dict[str, np.ndarray] = field(default_factory=dict)
+    slow_ratio: dict[str, np.ndarray] = field(default_factory=dict)
+    slow_ratio2: dict[str, np.ndarray] = field(default_factory=dict)
+    slow_z: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def slow_pairs(self, attributions: Optional[set[str]] = None) -> list[SlowPair]:
+        """Slow pairs as objects (all, or those with the given attributions), worst first."""
+        out = []
+        hosts = self.run.hosts
+        for metric, (unit, _) in METRICS.items():
+            codes = self.slow_code.get(metric, np.empty(0, dtype=np.int8))
+            keep = np.ones(codes.shape, dtype=bool) if attributions is None else \
+                np.isin(codes, [ATTRIBUTIONS.index(x) for x in attributions])
+            for j in np.flatnonzero(keep):
+                i = int(self.slow_index[metric][j])
+                ra, rb = int(self.a[i]), int(self.b[i])
+                second = self.second[metric][i]
+                retested = bool(np.isfinite(second))
+                out.append(SlowPair(
+                    rank_a=ra, rank_b=rb, node_a=hosts[ra], node_b=hosts[rb], kind=KINDS[self.kind[i]],
+                    metric=metric, unit=unit, first=float(self.first[metric][i]),
+                    second=float(second) if retested else None,
+                    typical=self.typical[(metric, KINDS[self.kind[i]])][0],
+                    ratio_first=float(self.slow_ratio[metric][j]),
+                    ratio_second=float(self.slow_ratio2[metric][j]) if retested else None,
+                    z_first=float(self.slow_z[metric][j]), attribution=ATTRIBUTIONS[codes[j]]))
+        out.sort(key=lambda p: -p.ratio_first)
+        return out
+
+    @property
+    def slow(self) -> list[SlowPair]:
+        return self.slow_pairs()
 
     @property
     def bad_links(self) -> list[SlowPair]:
-        return [s for s in self.slow if s.attribution == "bad link"]
+        return self.slow_pairs({"bad link"})
+
+    def count(self, attribution: str) -> int:
+        code = ATTRIBUTIONS.index(attribution)
+        return int(sum((c == code).sum() for c in self.slow_code.values()))
 
     @property
     def judged_bad(self) -> bool:
-        return bool(self.bad_nodes or self.bad_links)
+        return bool(self.bad_nodes) or self.count("bad link") > 0
 
     def kinds_present(self) -> list[str]:
         return [KINDS[k] for k in np.unique(self.kind)]
@@ -174,18 +215,14 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
                           missing_pairs=max(run.expected_pairs - len(main), 0))
     n = run.nranks
     peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
-    ratios: dict[str, np.ndarray] = {}
-    zs: dict[str, np.ndarray] = {}
-    slow_first: dict[str, np.ndarray] = {}
-    typical_of: dict[str, np.ndarray] = {}
-    sigma_of: dict[str, np.ndarray] = {}
+    na, nb = rank_node[a], rank_node[b]
+    stats: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for metric, (_, higher_better) in METRICS.items():
         values = first[metric]
-        med_arr = np.full(values.shape, np.nan)
-        sig_arr = np.full(values.shape, np.nan)
+        med_of = np.full(len(KINDS), np.nan)
+        sig_of = np.full(len(KINDS), np.nan)
         for code in np.unique(kind):
-            sel = kind == code
-            vals = values[sel]
+            vals = values[kind == code]
             vals = vals[np.isfinite(vals)]
             if vals.size == 0:
                 continue
@@ -193,46 +230,48 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
             sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(vals - median))), 0.01 * abs(median), 1e-12)
             result.typical[(metric, KINDS[code])] = (median, sigma, int(vals.size))
-            med_arr[sel], sig_arr[sel] = median, sigma
+            med_of[code], sig_of[code] = median, sigma
+        med_arr, sig_arr = med_of[kind], sig_of[kind]
         ratio, z = _badness(values, med_arr, sig_arr, higher_better)
         slow = (ratio >= thresholds.ratio) & (z >= thresholds.z)
-        ratios[metric], zs[metric], slow_first[metric] = ratio, z, slow
-        typical_of[metric], sigma_of[metric] = med_arr, sig_arr
+        stats[metric] = (ratio, z, slow, np.flatnonzero(slow))
         slow_count = np.bincount(a[slow], minlength=n) + np.bincount(b[slow], minlength=n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fraction = np.where(peers > 0, slow_count / np.maximum(peers, 1), 0.0)
+        fraction = slow_count / np.maximum(peers, 1)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
-        bad = np.flatnonzero((peers >= 2) & (fraction > thresholds.majority))
-        result.bad_ranks[metric] = bad.tolist()
-        for node_i in np.unique(rank_node[bad]):
-            ranks = [int(r) for r in bad if rank_node[r] == node_i]
-            touching = np.isin(a, ranks) | np.isin(b, ranks)
-            result.bad_nodes.append(BadNode(
-                node=nodes[node_i], metric=metric, ranks=ranks, slow_pairs=int((slow & touching).sum()),
-                pairs=int(touching.sum()), median_ratio=float(np.nanmedian(ratio[touching]))))
+        bad_mask = (peers >= 2) & (fraction > thresholds.majority)
+        result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
+        if bad_mask.any():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logr = np.where(np.isfinite(ratio) & (ratio > 0), np.log(ratio), 0.0)
+            log_sum = np.bincount(a, logr, minlength=n) + np.bincount(b, logr, minlength=n)
+            # Pairs between two bad ranks of one node are counted from both ends: count them once.
+            both = bad_mask[a] & bad_mask[b] & (na == nb)
+            inner_pairs = np.bincount(na[both], minlength=len(nodes))
+            inner_slow = np.bincount(na[both & slow], minlength=len(nodes))
+            inner_log = np.bincount(na[both], logr[both], minlength=len(nodes))
+            for node_i in np.unique(rank_node[bad_mask]):
+                ranks = np.flatnonzero(bad_mask & (rank_node == node_i))
+                pairs = int(peers[ranks].sum() - inner_pairs[node_i])
+                result.bad_nodes.append(BadNode(
+                    node=nodes[node_i], metric=metric, ranks=ranks.tolist(),
+                    slow_pairs=int(slow_count[ranks].sum() - inner_slow[node_i]), pairs=pairs,
+                    mean_ratio=float(np.exp((log_sum[ranks].sum() - inner_log[node_i]) / max(pairs, 1)))))
     any_bad = np.zeros(n, dtype=bool)
     for ranks in result.bad_ranks.values():
         any_bad[ranks] = True
-    for metric, (unit, higher_better) in METRICS.items():
-        second = result.second[metric]
-        ratio2, z2 = _badness(second, typical_of[metric], sigma_of[metric], higher_better)
+    for metric, (_, higher_better) in METRICS.items():
+        ratio, z, _, idx = stats[metric]
+        idx = idx[np.argsort(-ratio[idx], kind="stable")]
+        second = result.second[metric][idx]
+        typical = np.array([result.typical.get((metric, KINDS[k]), (np.nan, np.nan, 0))[0] for k in range(len(KINDS))])
+        sigma = np.array([result.typical.get((metric, KINDS[k]), (np.nan, np.nan, 0))[1] for k in range(len(KINDS))])
+        ratio2, z2 = _badness(second, typical[kind[idx]], sigma[kind[idx]], higher_better)
         slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)
-        for i in np.flatnonzero(slow_first[metric]):
-            ra, rb = int(a[i]), int(b[i])
-            retested = bool(np.isfinite(second[i]))
-            if any_bad[ra] or any_bad[rb]:
-                attribution = "bad node"
-            elif not retested:
-                attribution = "unconfirmed"
-            else:
-                attribution = "bad link" if slow_again[i] else "transient"
-            result.slow.append(SlowPair(
-                rank_a=ra, rank_b=rb, node_a=run.hosts[ra], node_b=run.hosts[rb], kind=KINDS[kind[i]],
-                metric=metric, unit=unit, first=float(first[metric][i]),
-                second=float(second[i]) if retested else None, typical=float(typical_of[metric][i]),
-                ratio_first=float(ratios[metric][i]), ratio_second=float(ratio2[i]) if retested else None,
-                z_first=float(zs[metric][i]), attribution=attribution))
-    result.slow.sort(key=lambda s: -s.ratio_first)
+        retested = np.isfinite(second)
+        code = np.where(retested, np.where(slow_again, 1, 2), 3).astype(np.int8)
+        code[any_bad[a[idx]] | any_bad[b[idx]]] = 0
+        result.slow_index[metric], result.slow_code[metric] = idx, code
+        result.slow_ratio[metric], result.slow_ratio2[metric], result.slow_z[metric] = ratio[idx], ratio2, z[idx]
     return result
 
 

@@ -11,6 +11,7 @@ from .analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix
 # Rank matrices up to this size are stored as N x N float32 (64 MB at 4096);
 # above it the pair arrays (half the size, exact) are the rank-level data.
 MAX_STORED_RANK_MATRIX = 4096
+MAX_LISTED = 50  # bad links named in the summary; the CSV has them all
 CSV_FIELDS = ("from_rank", "to_rank", "from_node", "to_node", "kind", "metric", "unit", "first", "second",
               "typical", "ratio_first", "ratio_second", "z_first", "attribution")
 
@@ -63,12 +64,14 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
     for node in analysis.bad_nodes:
         lines.append(f"BAD NODE {node.node} (rank{'s' if len(node.ranks) > 1 else ''} "
                      f"{', '.join(map(str, node.ranks))}): {node.metric} slow in {node.slow_pairs} of its "
-                     f"{node.pairs} pairs, median {node.median_ratio:.1f}x typical")
-    for s in analysis.bad_links:
+                     f"{node.pairs} pairs, {node.mean_ratio:.1f}x typical (geometric mean)")
+    for s in analysis.bad_links[:MAX_LISTED]:
         lines.append(f"BAD LINK {s.link()} (ranks {s.rank_a}-{s.rank_b}, {s.kind}): {s.metric} 1st {s.first:.4g} "
                      f"2nd {s.second:.4g} {s.unit}, typical {s.typical:.4g} ({s.ratio_first:.1f}x, then "
                      f"{s.ratio_second:.1f}x)")
-    counts = {a: sum(1 for s in analysis.slow if s.attribution == a) for a in ("transient", "unconfirmed")}
+    if analysis.count("bad link") > MAX_LISTED:
+        lines.append(f"... {analysis.count('bad link') - MAX_LISTED} more bad link measurements in bad_links.csv")
+    counts = {a: analysis.count(a) for a in ("transient", "unconfirmed")}
     if counts["transient"]:
         lines.append(f"{counts['transient']} slow pair measurement(s) were normal on re-test (transient).")
     if counts["unconfirmed"]:

@@ -33,8 +33,10 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
             judged = bad_node.get((node, metric))
             records.append(_record(context, {"node": node}, metric, unit, float(np.median(sample)), [], [node],
                                    judged and f"node {node} is slow in {judged.slow_pairs} of its {judged.pairs} "
-                                              f"pairs ({judged.median_ratio:.1f}x typical)", conditions))
-        wanted = {(s.node_a, s.node_b) for s in analysis.slow if s.metric == metric}
+                                              f"pairs ({judged.mean_ratio:.1f}x typical)", conditions))
+        # Links of a bad node are the node's story (its own series); the other slow links get theirs.
+        wanted = {(s.node_a, s.node_b) for s in analysis.slow_pairs({"bad link", "transient", "unconfirmed"})
+                  if s.metric == metric}
         bad = {(s.node_a, s.node_b): s for s in analysis.bad_links if s.metric == metric}
         for i, j in _link_keys(analysis, na, nb, wanted, all_links):
             pair = (na == i) & (nb == j) | (na == j) & (nb == i)
