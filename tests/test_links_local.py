@@ -3,9 +3,12 @@
 8 ranks, 4 per fake node, serial mode (one pair at a time; idle ranks sleep). The
 two fake nodes share this host's 2 CPUs, so the step is oversubscribed (-O) and
 unbound: the kernel puts the two measuring ranks on the two cores. The machine is
-shared and busy, so the faults are large (2 ms per message against a typical
-7-120 us) and the tests judge with --ratio 10: a pair must be 10x its kind's
-median on both measurements to be a bad link.
+shared and busy (load averages of 13-44 on its 2 cores were seen while these ran),
+so the faults are large (2 ms per message against a typical 3-8 us) and the tests
+judge the fastest iteration of each pair (--statistic min) with --ratio 10: the
+scheduler only ever adds time, so under that load the median of a healthy pair
+reached 0.9 ms now and then (a false bad link in 1 of 3 runs judged on the
+median), while a delay on every message moves the fastest iteration too.
 
 Faults (tests/linkfault/linkfault.c, LD_PRELOAD, test-only):
 - a slow link: every message between ranks 2 (node1) and 5 (node2) is delayed;
@@ -30,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "checks" / "src" / "linktest"
 SHIM = Path(__file__).resolve().parent / "linkfault" / "linkfault.c"
 DELAY_US = "2000"
-JUDGE = ["--ratio", "10"]
+JUDGE = ["--ratio", "10", "--statistic", "min"]
 
 
 @pytest.fixture(scope="module")
