@@ -175,3 +175,21 @@ def test_series_records_follow_the_open_model() -> None:
 def test_undisturbed_synthetic_run_names_nothing() -> None:
     result = analysis.analyse(make_run(HOSTS_2PN, seed=3))
     assert not result.judged_bad and result.slow == []
+
+
+def test_statistic_min_ignores_a_pair_slowed_only_in_some_iterations() -> None:
+    run = make_run(HOSTS8, retest=28)
+    for records in (run.main, run.retest):
+        sel = (records["rank_a"] == 2) & (records["rank_b"] == 7)
+        records["lat_median_us"][sel] *= 20  # preempted in most iterations, its fastest one normal
+        records["bw_median_mbs"][sel] /= 20
+    median = analysis.analyse(run)
+    assert {(s.rank_a, s.rank_b) for s in median.bad_links} == {(2, 7)}
+    fastest = analysis.analyse(run, thresholds=analysis.Thresholds(statistic="min"))
+    assert fastest.bad_links == [] and not fastest.judged_bad
+
+
+def test_thresholds_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS8))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--ratio", "0.5"], capsys)
+    assert code == 2 and "--ratio must be above 1 and --z above 0" in said
