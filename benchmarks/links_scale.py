@@ -101,7 +101,8 @@ def case(label: str, nodes: int, per_node: int, bad_nodes: int, bad_links: int, 
         link_tp += len(found_links & slow_links)
         link_found += len(found_links)
         link_injected += len(slow_links)
-        print(f"seed {seed}: analysis {elapsed:.2f} s wall, {cpu:.2f} s CPU (target < 5 s); bad nodes found {len(found_nodes)} "
+        print(f"seed {seed}: analysis {elapsed:.2f} s wall, {cpu:.2f} s CPU (target < 5 s); "
+              f"bad nodes found {len(found_nodes)} "
               f"({len(found_nodes & slow_nodes)} injected), bad links found {len(found_links)} "
               f"({len(found_links & slow_links)} injected), transients {result.count('transient')}")
         if seed == 0:

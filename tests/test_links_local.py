@@ -68,19 +68,20 @@ def slurm_env(cluster: LocalCluster, built: dict[str, Path], extra: dict[str, st
 
 
 def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int = 8, nodes: int = 2,
-             fault: dict[str, str] | None = None, args: tuple[str, ...] = ("-S",)) -> subprocess.CompletedProcess:
+             fault: dict[str, str] | None = None, args: tuple[str, ...] = ("-S", "-w", "5", "-i", "50", "-I", "5")
+             ) -> subprocess.CompletedProcess:
     """Run linktest in its own exclusive allocation of ``nodes`` fake nodes (srun inside salloc)."""
     extra = {}
     if fault:
         extra = {"LD_PRELOAD": str(built["shim"]), "LINKFAULT_DELAY_US": DELAY_US, **fault}
-    argv = ["salloc", f"-N{nodes}", "--exclusive", "--time=3", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
+    argv = ["salloc", f"-N{nodes}", "--exclusive", "--time=6", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
             "--cpu-bind=none", "--kill-on-bad-exit=1", str(built["wrapper"]), str(built["binary"]),
             *args, "-o", str(out)]
     try:
         return subprocess.run(argv, env=slurm_env(cluster, built, extra), capture_output=True, text=True,
-                              timeout=240, cwd=out.parent)
+                              timeout=420, cwd=out.parent)
     except subprocess.TimeoutExpired as err:
-        pytest.fail(f"linktest did not end within 240 s: {err.stderr!r}", pytrace=False)
+        pytest.fail(f"linktest did not end within 420 s: {err.stderr!r}", pytrace=False)
 
 
 def analyze(results: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[dict]]:

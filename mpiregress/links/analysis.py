@@ -100,7 +100,8 @@ class LinkAnalysis:
     kind: np.ndarray
     first: dict[str, np.ndarray]     # metric -> first measurement per pair
     second: dict[str, np.ndarray]    # metric -> re-test per pair (NaN when not re-tested)
-    typical: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)  # (metric, kind) -> (median, sigma, n)
+    # (metric, kind) -> (median, robust sigma, number of pairs)
+    typical: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
     bad_ranks: dict[str, list[int]] = field(default_factory=dict)
     bad_nodes: list[BadNode] = field(default_factory=list)
     missing_pairs: int = 0

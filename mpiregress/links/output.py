@@ -57,7 +57,8 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         lines.append(f"input: {analysis.missing_pairs} of {run.expected_pairs} pairs were not measured.")
     lines.append(f"{run.nranks} ranks on {len(analysis.nodes)} nodes, {len(analysis.a)} pairs measured "
                  f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means the "
-                 f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse than the median of the same kind.")
+                 f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse "
+                 f"than the median of the same kind.")
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
         unit = METRICS[metric][0]
         lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma {sigma:.3g}, {count} pairs)")
@@ -77,10 +78,10 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
     if counts["unconfirmed"]:
         lines.append(f"{counts['unconfirmed']} slow pair measurement(s) were not re-tested (unconfirmed; "
                      f"raise linktest -Z to confirm them).")
-    for node in focus or []:
-        bad = [b for b in analysis.bad_nodes if b.node == node]
-        links = [s for s in analysis.bad_links if node in (s.node_a, s.node_b)]
-        lines.append(f"node {node}: {'BAD' if bad or links else 'fine'}"
+    for name in focus or []:
+        named = [b for b in analysis.bad_nodes if b.node == name]
+        links = [s for s in analysis.bad_links if name in (s.node_a, s.node_b)]
+        lines.append(f"node {name}: {'BAD' if named or links else 'fine'}"
                      f"{' (' + str(len(links)) + ' bad link(s))' if links else ''}")
     lines.append("verdict: " + ("bad node(s) or link(s) found" if analysis.judged_bad
                                 else "no bad node and no bad link"))

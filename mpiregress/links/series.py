@@ -32,8 +32,8 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
                 continue
             judged = bad_node.get((node, metric))
             records.append(_record(context, {"node": node}, metric, unit, float(np.median(sample)), [], [node],
-                                   judged and f"node {node} is slow in {judged.slow_pairs} of its {judged.pairs} "
-                                              f"pairs ({judged.mean_ratio:.1f}x typical)", conditions))
+                                   f"node {node} is slow in {judged.slow_pairs} of its {judged.pairs} pairs "
+                                   f"({judged.mean_ratio:.1f}x typical)" if judged else None, conditions))
         # Links of a bad node are the node's story (its own series); the other slow links get theirs.
         wanted = {(s.node_a, s.node_b) for s in analysis.slow_pairs({"bad link", "transient", "unconfirmed"})
                   if s.metric == metric}
@@ -47,8 +47,8 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
             judged_link = bad.get((a_name, b_name)) or bad.get((b_name, a_name))
             records.append(_record(context, {"link": f"{a_name}--{b_name}"}, metric, unit, float(np.median(sample)),
                                    [float(x) for x in sample[:64]], [a_name, b_name],
-                                   judged_link and f"link {a_name}--{b_name} is {judged_link.ratio_first:.1f}x "
-                                                   f"then {judged_link.ratio_second:.1f}x slower than typical",
+                                   f"link {a_name}--{b_name} is {judged_link.ratio_first:.1f}x then "
+                                   f"{judged_link.ratio_second or 0:.1f}x slower than typical" if judged_link else None,
                                    conditions))
     return records
 
