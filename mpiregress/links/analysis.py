@@ -99,7 +99,7 @@ class LinkAnalysis:
     b: np.ndarray
     kind: np.ndarray
     first: dict[str, np.ndarray]     # metric -> first measurement per pair
-    second: dict[str, np.ndarray]    # metric -> re-test per pair (NaN when not re-tested)
+    columns: dict[str, str]          # metric -> record field judged (the statistic)
     # (metric, kind) -> (median, robust sigma, number of pairs)
     typical: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
     bad_ranks: dict[str, list[int]] = field(default_factory=dict)
@@ -113,6 +113,31 @@ class LinkAnalysis:
     slow_ratio2: dict[str, np.ndarray] = field(default_factory=dict)
     slow_z: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def second_of(self, metric: str, index: np.ndarray) -> np.ndarray:
+        """Re-test value of the pairs at ``index`` (NaN when not re-tested; the last re-test wins).
+
+        Only the re-tested pairs (Z of them) are sorted; the N(N-1)/2 pairs are never searched whole.
+        """
+        out = np.full(len(index), np.nan)
+        retest = self.run.retest
+        if len(retest) == 0 or len(index) == 0:
+            return out
+        n = np.int64(self.run.nranks)
+        keys = retest["rank_a"].astype(np.int64) * n + retest["rank_b"]
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        wanted = self.a[index] * n + self.b[index]
+        pos = np.searchsorted(sorted_keys, wanted, side="right") - 1
+        found = (pos >= 0) & (sorted_keys[np.maximum(pos, 0)] == wanted)
+        out[found] = retest[self.columns[metric]][order[pos[found]]]
+        return out
+
+    @property
+    def second(self) -> dict[str, np.ndarray]:
+        """metric -> re-test value of every pair (NaN when not re-tested)."""
+        everything = np.arange(len(self.a))
+        return {metric: self.second_of(metric, everything) for metric in METRICS}
+
     def slow_pairs(self, attributions: Optional[set[str]] = None) -> list[SlowPair]:
         """Slow pairs as objects (all, or those with the given attributions), worst first."""
         out = []
@@ -124,7 +149,7 @@ class LinkAnalysis:
             for j in np.flatnonzero(keep):
                 i = int(self.slow_index[metric][j])
                 ra, rb = int(self.a[i]), int(self.b[i])
-                second = self.second[metric][i]
+                second = self.second_of(metric, np.array([i]))[0]
                 retested = bool(np.isfinite(second))
                 out.append(SlowPair(
                     rank_a=ra, rank_b=rb, node_a=hosts[ra], node_b=hosts[rb], kind=KINDS[self.kind[i]],
@@ -165,9 +190,12 @@ def node_index(hosts: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarray,
-             switches: Optional[dict[str, str]] = None) -> np.ndarray:
-    """Kind code of every pair: intra-node, else same-/inter-switch with a topology, else inter-node."""
-    na, nb = rank_node[a], rank_node[b]
+             switches: Optional[dict[str, str]] = None, na: Optional[np.ndarray] = None,
+             nb: Optional[np.ndarray] = None) -> np.ndarray:
+    """Kind code of every pair: intra-node, else same-/inter-switch with a topology, else inter-node.
+    ``na``/``nb``: the node index of each pair's ends, when the caller has them already."""
+    na = rank_node[a] if na is None else na
+    nb = rank_node[b] if nb is None else nb
     kind = np.full(a.shape, INTER_NODE, dtype=np.int8)
     if switches:
         names = sorted(set(switches.values()))
@@ -179,22 +207,12 @@ def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarr
     return kind
 
 
-def _retest_values(run: LinkRun, a: np.ndarray, b: np.ndarray, columns: dict[str, str]) -> dict[str, np.ndarray]:
-    """Re-test measurement of each pair (NaN where the pair was not re-tested; the last one wins)."""
-    n = np.int64(run.nranks)
-    keys = a.astype(np.int64) * n + b
-    order = np.argsort(keys)
-    out = {m: np.full(a.shape, np.nan) for m in METRICS}
-    if len(run.retest) == 0 or len(keys) == 0:
-        return out
-    rkeys = run.retest["rank_a"].astype(np.int64) * n + run.retest["rank_b"]
-    pos = np.searchsorted(keys[order], rkeys)
-    pos = np.minimum(pos, len(keys) - 1)
-    found = keys[order][pos] == rkeys
-    idx = order[pos[found]]
-    for metric, column in columns.items():
-        out[metric][idx] = run.retest[column][found]
-    return out
+def _robust_centre(values: np.ndarray) -> tuple[float, float]:
+    """Median and MAD-based sigma of a kind's values."""
+    median = float(np.median(values))
+    # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(values - median))), 0.01 * abs(median), 1e-12)
+    return median, sigma
 
 
 def _badness(values: np.ndarray, median: float, sigma: float, higher_better: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -212,48 +230,64 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     main = run.main
     a = main["rank_a"].astype(np.int64)
     b = main["rank_b"].astype(np.int64)
-    kind = classify(rank_node, nodes, a, b, switches)
+    na, nb = rank_node[a], rank_node[b]
+    kind = classify(rank_node, nodes, a, b, switches, na, nb)
     columns = COLUMNS[thresholds.statistic]
     first = {m: main[columns[m]].astype(np.float64) for m in METRICS}
     result = LinkAnalysis(run=run, thresholds=thresholds, nodes=nodes, rank_node=rank_node, a=a, b=b, kind=kind,
-                          first=first, second=_retest_values(run, a, b, columns),
-                          missing_pairs=max(run.expected_pairs - len(main), 0))
+                          first=first, columns=columns, missing_pairs=max(run.expected_pairs - len(main), 0))
     n = run.nranks
     peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
-    na, nb = rank_node[a], rank_node[b]
-    stats: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    kind_count = np.bincount(kind, minlength=len(KINDS))
+    stats: dict[str, tuple[np.ndarray, ...]] = {}
     for metric, (_, higher_better) in METRICS.items():
         values = first[metric]
-        med_of = np.full(len(KINDS), np.nan)
+        med_of = np.full(len(KINDS), np.nan)  # per kind code
         sig_of = np.full(len(KINDS), np.nan)
-        for code in np.unique(kind):
-            vals = values[kind == code]
+        for code in np.flatnonzero(kind_count):
+            if kind_count[code] > 2_000_000:
+                # A large kind: its typical pair from an evenly strided sample of about 1 M of its pairs.
+                step = int(kind_count[code] // 1_000_000)
+                vals = values[::step][kind[::step] == code]
+            else:
+                vals = values[kind == code]
             vals = vals[np.isfinite(vals)]
             if vals.size == 0:
                 continue
-            median = float(np.median(vals))
-            # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
-            sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(vals - median))), 0.01 * abs(median), 1e-12)
-            result.typical[(metric, KINDS[code])] = (median, sigma, int(vals.size))
+            median, sigma = _robust_centre(vals)
+            result.typical[(metric, KINDS[code])] = (median, sigma, int(kind_count[code]))
             med_of[code], sig_of[code] = median, sigma
-        med_arr, sig_arr = med_of[kind], sig_of[kind]
-        ratio, z = _badness(values, med_arr, sig_arr, higher_better)
-        slow = (ratio >= thresholds.ratio) & (z >= thresholds.z)
-        stats[metric] = (ratio, z, slow, np.flatnonzero(slow))
-        slow_count = np.bincount(a[slow], minlength=n) + np.bincount(b[slow], minlength=n)
+        # slow <=> ratio >= r and z >= Z <=> beyond one threshold per kind: one gather and one compare
+        # per pair; ratio and z are then computed for the slow pairs (and a bad rank's pairs) only.
+        with np.errstate(invalid="ignore"):
+            if higher_better:
+                limit = np.minimum(med_of / thresholds.ratio, med_of - thresholds.z * sig_of)
+                slow = values <= limit[kind]
+            else:
+                limit = np.maximum(med_of * thresholds.ratio, med_of + thresholds.z * sig_of)
+                slow = values >= limit[kind]
+        idx = np.flatnonzero(slow)
+        ratio, z = _badness(values[idx], med_of[kind[idx]], sig_of[kind[idx]], higher_better)
+        stats[metric] = (ratio, z, idx, med_of, sig_of)
+        slow_count = np.bincount(a[idx], minlength=n) + np.bincount(b[idx], minlength=n)
         fraction = slow_count / np.maximum(peers, 1)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
         bad_mask = (peers >= 2) & (fraction > thresholds.majority)
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
         if bad_mask.any():
+            touching = np.flatnonzero(bad_mask[a] | bad_mask[b])
+            ta, tb = a[touching], b[touching]
+            t_ratio, _ = _badness(values[touching], med_of[kind[touching]], sig_of[kind[touching]], higher_better)
             with np.errstate(divide="ignore", invalid="ignore"):
-                logr = np.where(np.isfinite(ratio) & (ratio > 0), np.log(ratio), 0.0)
-            log_sum = np.bincount(a, logr, minlength=n) + np.bincount(b, logr, minlength=n)
+                logr = np.where(np.isfinite(t_ratio) & (t_ratio > 0), np.log(t_ratio), 0.0)
+            t_slow = slow[touching]
+            log_sum = np.bincount(ta, logr, minlength=n) + np.bincount(tb, logr, minlength=n)
             # Pairs between two bad ranks of one node are counted from both ends: count them once.
-            both = bad_mask[a] & bad_mask[b] & (na == nb)
-            inner_pairs = np.bincount(na[both], minlength=len(nodes))
-            inner_slow = np.bincount(na[both & slow], minlength=len(nodes))
-            inner_log = np.bincount(na[both], logr[both], minlength=len(nodes))
+            both = bad_mask[ta] & bad_mask[tb] & (rank_node[ta] == rank_node[tb])
+            node_of = rank_node[ta]
+            inner_pairs = np.bincount(node_of[both], minlength=len(nodes))
+            inner_slow = np.bincount(node_of[both & t_slow], minlength=len(nodes))
+            inner_log = np.bincount(node_of[both], logr[both], minlength=len(nodes))
             for node_i in np.unique(rank_node[bad_mask]):
                 ranks = np.flatnonzero(bad_mask & (rank_node == node_i))
                 pairs = int(peers[ranks].sum() - inner_pairs[node_i])
@@ -265,18 +299,17 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     for ranks in result.bad_ranks.values():
         any_bad[ranks] = True
     for metric, (_, higher_better) in METRICS.items():
-        ratio, z, _, idx = stats[metric]
-        idx = idx[np.argsort(-ratio[idx], kind="stable")]
-        second = result.second[metric][idx]
-        typical = np.array([result.typical.get((metric, KINDS[k]), (np.nan, np.nan, 0))[0] for k in range(len(KINDS))])
-        sigma = np.array([result.typical.get((metric, KINDS[k]), (np.nan, np.nan, 0))[1] for k in range(len(KINDS))])
-        ratio2, z2 = _badness(second, typical[kind[idx]], sigma[kind[idx]], higher_better)
+        ratio, z, idx, med_of, sig_of = stats[metric]
+        order = np.argsort(-ratio, kind="stable")
+        idx, ratio, z = idx[order], ratio[order], z[order]
+        second = result.second_of(metric, idx)
+        ratio2, z2 = _badness(second, med_of[kind[idx]], sig_of[kind[idx]], higher_better)
         slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)
         retested = np.isfinite(second)
         code = np.where(retested, np.where(slow_again, 1, 2), 3).astype(np.int8)
         code[any_bad[a[idx]] | any_bad[b[idx]]] = 0
         result.slow_index[metric], result.slow_code[metric] = idx, code
-        result.slow_ratio[metric], result.slow_ratio2[metric], result.slow_z[metric] = ratio[idx], ratio2, z[idx]
+        result.slow_ratio[metric], result.slow_ratio2[metric], result.slow_z[metric] = ratio, ratio2, z
     return result
 
 
