@@ -2,7 +2,7 @@
 
 8 ranks, 4 per fake node, serial mode (one pair at a time; idle ranks sleep). The
 two fake nodes share this host's 2 CPUs, so the step is oversubscribed (-O) and
-unbound: the kernel puts the two measuring ranks on the two cores. The machine is
+unbound: the kernel usually puts the two measuring ranks on the two cores. The machine is
 shared and busy: load averages of 13-64 on its 2 cores were seen while these ran.
 Under that load a healthy pair whose two ranks end up on one core waits for the
 scheduler at every message: its FASTEST iteration was measured up to 80x the
