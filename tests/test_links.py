@@ -11,7 +11,7 @@ import pytest
 from mpiregress.cli import main as cli_main
 from mpiregress.errors import InputError
 from mpiregress.links import analysis, resultsfile, series
-from tests.helpers.linkrun import make_run
+from helpers.linkrun import make_run
 
 HOSTS8 = [f"n{i:02d}" for i in range(8)]           # one rank per node
 HOSTS_2PN = [f"n{i // 2}" for i in range(16)]       # 8 nodes x 2 ranks
