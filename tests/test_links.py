@@ -193,3 +193,17 @@ def test_thresholds_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path = write(tmp_path, make_run(HOSTS8))
     code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--ratio", "0.5"], capsys)
     assert code == 2 and "--ratio must be above 1 and --z above 0" in said
+
+
+def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from mpiregress import results
+
+    path = write(tmp_path, make_run(HOSTS8, slow_links=[(1, 6)]))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--series",
+                      str(tmp_path / "s.json"), "--system", "local", "--partition", "batch", "--method", "source"],
+                     capsys)
+    assert code == 1, said
+    loaded = results.load((tmp_path / "s.json").read_text())
+    assert len({r.key() for r in loaded}) == len(loaded) == 16 + 2
+    assert {r.benchmark for r in loaded} == {"linktest"}

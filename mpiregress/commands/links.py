@@ -7,9 +7,9 @@ then exits 2: the run must be repeated before it can clear the nodes).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from .. import results
 from ..errors import ERROR, OK, REGRESSION, InputError
 from ..links import analysis, figures, output, resultsfile, series, sitetopology
 
@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--z", type=float, default=defaults.z, help="slow: and at least this many robust sigmas")
     a.add_argument("--statistic", choices=sorted(analysis.COLUMNS), default=defaults.statistic,
                    help="per-pair value judged (median of its iterations by default)")
-    a.add_argument("--series", type=Path, help="also write per-node/per-link result records (JSON) here")
+    a.add_argument("--series", type=Path, help="also write per-node/per-link results (results.json format) here, "
+                                                "for `mpiregress history import`")
     a.add_argument("--system", default="", help="system name for --series records")
     a.add_argument("--partition", default="", help="partition name for --series records")
     a.add_argument("--method", default="", help="build method for --series records")
@@ -59,7 +60,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     if args.series:
         context = {"system": args.system, "partition": args.partition, "method": args.method}
-        args.series.write_text(json.dumps(series.series_records(result, context), indent=1) + "\n")
+        args.series.write_text(results.dump(series.series_results(result, context)))
     print("\n".join(lines))
     print(f"outputs in {out}: matrix.npz heatmap.png histogram.png bad_links.csv summary.txt")
     if run.problem:

@@ -5,7 +5,11 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..names import METRICS as METRIC_NAMES
+from ..results import Result
 from .analysis import INTRA, METRICS, LinkAnalysis
+
+BENCHMARK = "linktest"
 
 
 def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: bool = False) -> list[dict[str, Any]]:
@@ -67,10 +71,19 @@ def _record(context: dict[str, Any], parameters: dict[str, Any], metric: str, un
             samples: list[float], nodelist: list[str], failure: Optional[str], conditions: dict[str, Any]
             ) -> dict[str, Any]:
     record = {"system": context.get("system", ""), "partition": context.get("partition", ""),
-              "method": context.get("method", ""), "benchmark": "linktest", "parameters": parameters,
+              "method": context.get("method", ""), "benchmark": BENCHMARK, "parameters": parameters,
               "metric": metric, "unit": unit, "value": value, "samples": samples or [value],
               "status": "fail" if failure else "pass", "reason": failure or "", "nodelist": nodelist,
               "conditions": conditions}
     for key in ("target", "toolchain", "commit", "pipeline", "jobid", "time"):
         record[key] = context.get(key, "")
     return record
+
+
+def series_results(analysis: LinkAnalysis, context: dict[str, Any], all_links: bool = False) -> list[Result]:
+    """``series_records`` as the project's Result objects (history, gate and reports take these)."""
+    results = []
+    for record in series_records(analysis, context, all_links):
+        assert record["unit"] == METRIC_NAMES[record["metric"]].unit  # one unit per metric, project-wide
+        results.append(Result(**record))
+    return results
