@@ -207,3 +207,23 @@ def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,
     loaded = results.load((tmp_path / "s.json").read_text())
     assert len({r.key() for r in loaded}) == len(loaded) == 16 + 2
     assert {r.benchmark for r in loaded} == {"linktest"}
+
+
+def test_job_script_dry_run_for_64_aion_nodes() -> None:
+    import os
+    import subprocess
+
+    from shared import REPO
+
+    env = {**os.environ, "MPIREGRESS_SYSTEM": "aion", "MPIREGRESS_PARTITION": "batch", "LINKTEST_NODES": "64",
+           "LINKTEST_TIME": "30", "MPIREGRESS_REPORTS_DIR": "/scratch/reports"}
+    out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "#SBATCH -N64\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --time=30\n" in out
+    assert ("srun --mpi=pmix -N64 --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n"
+            "    /scratch/reports/links-aion-batch/prefix/bin/linktest -Z 20 "
+            "-o /scratch/reports/links-aion-batch/links.bin") in out
+    env["LINKTEST_NODELIST"] = "aion-[0001-0004]"
+    out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "#SBATCH -w aion-[0001-0004]" in out and "-N64" not in out
