@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix  # noqa: E402
@@ -46,13 +47,18 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
             starts = list(range(len(analysis.nodes)))
             what = "node x node (mean of rank pairs)"
         cmap = plt.get_cmap("viridis" if higher_better else "viridis_r").with_extremes(bad="black")
-        image = ax.imshow(matrix, cmap=cmap, interpolation="nearest", aspect="equal")
+        # A log scale: one slow node is 10-1000x the rest, which a linear scale flattens into one colour.
+        positive = matrix[np.isfinite(matrix) & (matrix > 0)]
+        norm = LogNorm(vmin=float(positive.min()), vmax=float(max(positive.max(), positive.min() * 1.01))) \
+            if positive.size else None
+        image = ax.imshow(matrix, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal")
         _labels(ax, starts, analysis.nodes, matrix.shape[0])
-        ax.set_title(f"{metric} ({unit}), {what}", fontsize=9)
+        ax.set_title(f"{metric} ({unit}, log scale), {what}", fontsize=9)
         fig.colorbar(image, ax=ax, shrink=0.8, label=unit)
     run = analysis.run
     fig.suptitle(f"linktest: {run.nranks} ranks on {len(analysis.nodes)} nodes, "
-                 f"{'serial' if run.serial else 'parallel'}, {run.small_size} B / {run.large_size} B", fontsize=10)
+                 f"{'serial' if run.serial else 'parallel'}, {run.small_size} B / {run.large_size} B, "
+                 f"{analysis.thresholds.statistic} of each pair's iterations", fontsize=10)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
@@ -70,9 +76,10 @@ def histogram(analysis: LinkAnalysis, path: Path) -> Path:
                 sel = values[(analysis.kind == code) & np.isfinite(values) & (values > 0)]
                 ax.hist(sel, bins=bins, alpha=0.6, label=f"{KINDS[code]} ({sel.size})")
             ax.set_xscale("log")
-            ax.set_yscale("log")
+            if finite.size > 1000:  # thousands of pairs: a log count shows the few slow ones
+                ax.set_yscale("log")
             ax.legend(fontsize=8)
-        ax.set_xlabel(f"{metric} ({unit})")
+        ax.set_xlabel(f"{metric} ({unit}, {analysis.thresholds.statistic} of each pair's iterations)")
         ax.set_ylabel("pairs")
     fig.savefig(path, dpi=100)
     plt.close(fig)
