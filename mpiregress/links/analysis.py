@@ -146,10 +146,11 @@ class LinkAnalysis:
             codes = self.slow_code.get(metric, np.empty(0, dtype=np.int8))
             keep = np.ones(codes.shape, dtype=bool) if attributions is None else \
                 np.isin(codes, [ATTRIBUTIONS.index(x) for x in attributions])
-            for j in np.flatnonzero(keep):
+            chosen = np.flatnonzero(keep)
+            seconds = self.second_of(metric, self.slow_index[metric][chosen])
+            for j, second in zip(chosen, seconds):
                 i = int(self.slow_index[metric][j])
                 ra, rb = int(self.a[i]), int(self.b[i])
-                second = self.second_of(metric, np.array([i]))[0]
                 retested = bool(np.isfinite(second))
                 out.append(SlowPair(
                     rank_a=ra, rank_b=rb, node_a=hosts[ra], node_b=hosts[rb], kind=KINDS[self.kind[i]],
