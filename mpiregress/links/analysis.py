@@ -317,18 +317,18 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
 def node_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:
     """Node x node mean of the first measurements of the rank pairs between two nodes (NaN: no pair)."""
     count = len(analysis.nodes)
-    na, nb = analysis.rank_node[analysis.a], analysis.rank_node[analysis.b]
     values = analysis.first[metric]
     keep = np.isfinite(values)
-    intra = na[keep] == nb[keep]
-    # An intra-node pair lands on the diagonal twice above; count it once.
-    keys = np.concatenate([na[keep] * count + nb[keep], (nb[keep] * count + na[keep])[~intra]])
-    weights = np.concatenate([values[keep], values[keep][~intra]])
-    sums = np.bincount(keys, weights=weights, minlength=count * count)
-    counts = np.bincount(keys, minlength=count * count)
+    na, nb = analysis.rank_node[analysis.a[keep]], analysis.rank_node[analysis.b[keep]]
+    # One bincount over the pairs as stored, then symmetrised: no concatenated copy of N(N-1)/2 pairs.
+    keys = na * count + nb
+    sums = np.bincount(keys, weights=values[keep], minlength=count * count).reshape(count, count)
+    counts = np.bincount(keys, minlength=count * count).reshape(count, count)
+    diagonal = np.diag(np.diag(sums)), np.diag(np.diag(counts))
+    sums = sums + sums.T - diagonal[0]
+    counts = counts + counts.T - diagonal[1]
     with np.errstate(invalid="ignore", divide="ignore"):
-        matrix = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return matrix.reshape(count, count)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 def rank_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:
