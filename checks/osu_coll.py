@@ -135,8 +135,11 @@ class OsuCollCheck(OsuCheckBase):
         if self.algorithm != algorithms.DEFAULT:
             # Proof that coll/tuned, not hcoll/ucc/han, runs the forced algorithm (read in sanity).
             self.env_vars['OMPI_MCA_coll_base_verbose'] = '100'
+        site = part.extras.get('coll', {})
         if self.nodes > 1:
-            self.env_vars.update(part.extras.get('coll', {}).get('multinode_env', {}))
+            self.env_vars.update(site.get('multinode_env', {}))
+        if self.overcommit:
+            self.env_vars.update(site.get('oversubscribed_env', {}))
         self.prerun_cmds = self.guard_commands(self.nodes)
 
     def verify_binding(self, stderr):

@@ -44,6 +44,8 @@ class RunOptions:
     placements: Optional[list[str]] = None       # None: all four (unavailable ones are skipped)
     iterations: Optional[int] = None             # None: the check's default (1000)
     families: list[str] = field(default_factory=lambda: list(DEFAULT_FAMILIES))
+    collectives: Optional[list[str]] = None      # None: every collective of the sweep
+    algorithms: Optional[list[str]] = None       # None: every algorithm of the subset
     dry_run: bool = False
     repeat: int = 1
     manifest_dir: Path = field(default_factory=paths.manifest_dir)
@@ -164,7 +166,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
            "--report-junit", str(opts.report_dir / "junit.xml"),
            "-t", f"^({'|'.join(methods)})$", "-t", f"^({'|'.join(opts.families)})$",
            "--dry-run" if opts.dry_run else "-r"]
-    for chosen in (opts.metrics, opts.placements):
+    for chosen in (opts.metrics, opts.placements, opts.collectives, opts.algorithms):
         if chosen:
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
     if opts.iterations:
@@ -181,6 +183,20 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
         # ready, a bare CI shell may not.
         return ["bash", "-c", f"source {LMOD_INIT} && exec {shlex.join(cmd)}"]
     return cmd
+
+
+def _check_collective_names(opts: RunOptions, tc: toolchain.Toolchain) -> None:
+    """--collectives and --algorithms name what the sweep and the toolchain's OpenMPI have, or one sentence."""
+    from .coll import algorithms, plan
+
+    for kind, chosen, known in (("collective", opts.collectives or [], plan.COLLECTIVES),
+                                ("algorithm", opts.algorithms or [],
+                                 sorted({name for coll in plan.COLLECTIVES
+                                         for name in algorithms.load(tc.mpi["version"]).names(coll)}))):
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            raise InputError(f"unknown {kind}(s) {', '.join(unknown)} for OpenMPI {tc.mpi['version']} "
+                             f"(known: {', '.join(known)})")
 
 
 def _skipped_check_files(output: str) -> list[str]:
@@ -299,6 +315,7 @@ def run(opts: RunOptions) -> int:
 
 def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, cluster: Optional[Any]) -> int:
     tc = toolchain.load(opts.toolchain_file)
+    _check_collective_names(opts, tc)
     refs = baselines.for_system(opts.system, opts.baselines_dir)
     if refs.toolchain != tc.name:
         raise InputError(f"baselines file {refs.path}: toolchain: is {refs.toolchain!r} but the run uses "

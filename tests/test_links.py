@@ -1,0 +1,229 @@
+"""The link analysis on synthetic runs: reader, attribution, inputs, outputs, series records."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpiregress.cli import main as cli_main
+from mpiregress.errors import InputError
+from mpiregress.links import analysis, resultsfile, series
+from helpers.linkrun import make_run
+
+HOSTS8 = [f"n{i:02d}" for i in range(8)]           # one rank per node
+HOSTS_2PN = [f"n{i // 2}" for i in range(16)]       # 8 nodes x 2 ranks
+
+
+def write(tmp_path: Path, run: resultsfile.LinkRun, name: str = "run.bin") -> Path:
+    path = tmp_path / name
+    resultsfile.write(path, run)
+    return path
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli_main(args)
+    said = capsys.readouterr()
+    return code, said.out + said.err
+
+
+def test_roundtrip_keeps_every_record(tmp_path: Path) -> None:
+    run = make_run(HOSTS8, retest=5)
+    back = resultsfile.read(write(tmp_path, run))
+    assert back.nranks == 8 and back.hosts == HOSTS8 and back.complete and back.problem is None
+    assert len(back.main) == 28 and len(back.retest) == 5
+    assert np.array_equal(back.main, run.main)
+
+
+def test_truncated_file_keeps_complete_records_and_exits_2(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS8, slow_ranks=[3]))
+    data = path.read_bytes()
+    header = resultsfile.HEADER.size + 8 * 64
+    # Cut inside the 21st record: 20 complete records survive.
+    path.write_bytes(data[: header + 20 * resultsfile.RECORD.itemsize + 7])
+    run = resultsfile.read(path)
+    assert len(run.main) == 20 and not run.complete
+    assert run.problem == (f"{path} is truncated: 7 trailing bytes of a partial record dropped, "
+                           f"the 20 complete records before it kept")
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2
+    assert f"input: {path} is truncated" in said and "8 of 28 pairs were not measured" in said
+    assert (tmp_path / "out" / "matrix.npz").exists()  # nothing measured is lost
+    assert "Traceback" not in said
+
+
+def test_file_cut_inside_its_header_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS8))
+    path.write_bytes(path.read_bytes()[:100])
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2
+    assert said.strip() == (f"mpiregress links: error: {path} is truncated inside its header "
+                            f"(100 of {resultsfile.HEADER.size + 8 * 64} bytes): no measurement can be recovered")
+
+
+def test_not_a_results_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"hello world, this is not linktest output at all, not even close......")
+    with pytest.raises(InputError, match="not a linktest results file"):
+        resultsfile.read(path)
+
+
+def test_bad_node_one_rank_per_node() -> None:
+    result = analysis.analyse(make_run(HOSTS8, slow_ranks=[3]))
+    assert [(b.node, b.metric, b.ranks, b.slow_pairs, b.pairs) for b in result.bad_nodes] == [
+        ("n03", "latency", [3], 7, 7), ("n03", "bandwidth", [3], 7, 7)]
+    assert result.bad_links == []
+    assert {s.attribution for s in result.slow} == {"bad node"}
+
+
+def test_bad_link_needs_both_ends_fine_and_a_slow_retest() -> None:
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6)], transients=[(2, 4)]))
+    assert result.bad_nodes == []
+    assert {(s.rank_a, s.rank_b, s.metric) for s in result.bad_links} == {(1, 6, "latency"), (1, 6, "bandwidth")}
+    transient = {(s.rank_a, s.rank_b) for s in result.slow if s.attribution == "transient"}
+    assert transient == {(2, 4)}
+    link = result.bad_links[0]
+    assert link.ratio_first > 8 and link.ratio_second is not None and link.ratio_second > 8
+
+
+def test_slow_pair_not_retested_is_unconfirmed_not_bad() -> None:
+    # Only the 1 slowest pair is re-tested; the second slow link is left unconfirmed.
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (2, 5)], retest=1))
+    attributions = sorted(s.attribution for s in result.slow if s.metric == "latency")
+    assert attributions == ["bad link", "unconfirmed"]
+
+
+def test_bad_node_several_ranks_per_node_and_kinds() -> None:
+    result = analysis.analyse(make_run(HOSTS_2PN, slow_ranks=[5]))
+    assert [(b.node, b.ranks) for b in result.bad_nodes if b.metric == "latency"] == [("n2", [5])]
+    assert set(result.kinds_present()) == {"intra-node", "inter-node"}
+    median, _, count = result.typical[("latency", "intra-node")]
+    assert count == 8 and median == pytest.approx(0.5, rel=0.1)
+
+
+def test_switch_map_splits_inter_node_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    switches = tmp_path / "switches.yaml"
+    switches.write_text("switches:\n" + "".join(f"  n{i:02d}: s{i // 4}\n" for i in range(8)))
+    path = write(tmp_path, make_run(HOSTS8))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "out"),
+                      "--switches", str(switches)], capsys)
+    assert code == 0, said
+    assert "typical same-switch latency" in said and "typical inter-switch latency" in said
+
+
+def test_switch_map_missing_a_node_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    switches = tmp_path / "switches.yaml"
+    switches.write_text("switches:\n  n00: s0\n  n01: s0\n")
+    path = write(tmp_path, make_run(HOSTS8))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--switches", str(switches)],
+                     capsys)
+    assert code == 2
+    assert said.strip().startswith(f"mpiregress links: error: the switch map {switches} does not name the switch "
+                                   f"of node(s) n02, n03, n04, n05, n06 and more")
+
+
+def test_unknown_node_in_node_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS8))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--nodes", "n01,n99"], capsys)
+    assert code == 2
+    assert said.strip().startswith("mpiregress links: error: node(s) n99 of the node list were not in this "
+                                   "linktest run")
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--nodes", "n01"], capsys)
+    assert code == 0 and "node n01: fine" in said
+
+
+def test_cli_outputs_and_exit_1_on_bad_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS_2PN, slow_ranks=[5], slow_links=[(0, 15)]))
+    out = tmp_path / "out"
+    code, said = cli(["links", "analyze", str(path), "--out", str(out), "--series", str(tmp_path / "s.json"),
+                      "--system", "aion", "--partition", "batch", "--method", "source"], capsys)
+    assert code == 1, said
+    assert "BAD NODE n2 (rank 5): latency slow in 15 of its 15 pairs" in said
+    assert "BAD LINK n0--n7 (ranks 0-15, inter-node)" in said
+    with open(out / "bad_links.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["from_rank"], r["to_rank"]) for r in rows if r["attribution"] == "bad link"} == {("0", "15")}
+    data = np.load(out / "matrix.npz")
+    assert data["rank_latency"].shape == (16, 16) and data["node_latency"].shape == (8, 8)
+    assert list(data["nodes"]) == [f"n{i}" for i in range(8)]
+    assert (out / "heatmap.png").stat().st_size > 10_000 and (out / "histogram.png").stat().st_size > 5_000
+    records = json.loads((tmp_path / "s.json").read_text())
+    failing = {(tuple(r["parameters"].items())[0], r["metric"]) for r in records if r["status"] == "fail"}
+    assert failing == {(("node", "n2"), "latency"), (("node", "n2"), "bandwidth"),
+                       (("link", "n0--n7"), "latency"), (("link", "n0--n7"), "bandwidth")}
+
+
+def test_series_records_follow_the_open_model() -> None:
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6)]))
+    records = series.series_records(result, {"system": "local", "partition": "batch", "method": "source",
+                                             "commit": "abc"})
+    nodes = [r for r in records if "node" in r["parameters"]]
+    assert len(nodes) == 16  # 8 nodes x 2 metrics
+    link = [r for r in records if r["parameters"] == {"link": "n01--n06"}]
+    assert {r["metric"] for r in link} == {"latency", "bandwidth"}
+    for r in records:
+        assert r["benchmark"] == "linktest" and r["system"] == "local" and r["commit"] == "abc"
+        assert r["unit"] == {"latency": "us", "bandwidth": "MB/s"}[r["metric"]]
+        assert isinstance(r["value"], float) and r["samples"]
+    assert all(r["status"] == "fail" for r in link) and link[0]["reason"].startswith("link n01--n06 is ")
+    assert all(len(series.series_records(result, {}, all_links=True)) > len(records) for _ in [0])
+
+
+def test_undisturbed_synthetic_run_names_nothing() -> None:
+    result = analysis.analyse(make_run(HOSTS_2PN, seed=3))
+    assert not result.judged_bad and result.slow == []
+
+
+def test_statistic_min_ignores_a_pair_slowed_only_in_some_iterations() -> None:
+    run = make_run(HOSTS8, retest=28)
+    for records in (run.main, run.retest):
+        sel = (records["rank_a"] == 2) & (records["rank_b"] == 7)
+        records["lat_median_us"][sel] *= 20  # preempted in most iterations, its fastest one normal
+        records["bw_median_mbs"][sel] /= 20
+    median = analysis.analyse(run)
+    assert {(s.rank_a, s.rank_b) for s in median.bad_links} == {(2, 7)}
+    fastest = analysis.analyse(run, thresholds=analysis.Thresholds(statistic="min"))
+    assert fastest.bad_links == [] and not fastest.judged_bad
+
+
+def test_thresholds_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, make_run(HOSTS8))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--ratio", "0.5"], capsys)
+    assert code == 2 and "--ratio must be above 1 and --z above 0" in said
+
+
+def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from mpiregress import results
+
+    path = write(tmp_path, make_run(HOSTS8, slow_links=[(1, 6)]))
+    code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--series",
+                      str(tmp_path / "s.json"), "--system", "local", "--partition", "batch", "--method", "source"],
+                     capsys)
+    assert code == 1, said
+    loaded = results.load((tmp_path / "s.json").read_text())
+    assert len({r.key() for r in loaded}) == len(loaded) == 16 + 2
+    assert {r.benchmark for r in loaded} == {"linktest"}
+
+
+def test_job_script_dry_run_for_64_aion_nodes() -> None:
+    import os
+    import subprocess
+
+    from shared import REPO
+
+    env = {**os.environ, "MPIREGRESS_SYSTEM": "aion", "MPIREGRESS_PARTITION": "batch", "LINKTEST_NODES": "64",
+           "LINKTEST_TIME": "30", "MPIREGRESS_REPORTS_DIR": "/scratch/reports"}
+    out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "#SBATCH -N64\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --time=30\n" in out
+    assert ("srun --mpi=pmix -N64 --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n"
+            "    /scratch/reports/links-aion-batch/prefix/bin/linktest -Z 20 "
+            "-o /scratch/reports/links-aion-batch/links.bin") in out
+    env["LINKTEST_NODELIST"] = "aion-[0001-0004]"
+    out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "#SBATCH -w aion-[0001-0004]" in out and "-N64" not in out
