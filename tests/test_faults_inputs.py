@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from helpers.faults import GOOD_RESULT
 from mpiregress import baselines, history, inputs, manifest, reframe_report, toolchain
 from mpiregress.errors import InputError
+from mpiregress.links import sitetopology
 from shared import REPO
 
 SETTINGS = settings(max_examples=25, deadline=None,
@@ -60,6 +61,7 @@ READERS: dict[str, tuple[Callable[[Path], Any], str, str]] = {
     "topology": (inputs.read_topology, json.dumps(TOPOLOGY), "json"),
     "baselines": (baselines.load, (REPO / "baselines" / "iris.yaml").read_text(), "yaml"),
     "toolchain": (toolchain.load, (REPO / "toolchains" / "2023b.yaml").read_text(), "yaml"),
+    "switch map": (lambda path: sitetopology.load_switches(path, ["node1"]), "switches:\n  node1: s01\n", "yaml"),
 }
 
 

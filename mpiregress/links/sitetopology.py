@@ -12,19 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional
 
-import yaml
-
+from .. import inputs
 from ..errors import InputError
 
 
 def load_switches(path: Path, nodes: Iterable[str]) -> dict[str, str]:
     """node -> switch for every node of the run; InputError when the file is malformed or misses a node."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as err:
-        raise InputError(f"cannot read the switch map {path}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise InputError(f"the switch map {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    data = inputs.read_yaml(Path(path), "the switch map", expect=None)
     mapping = data.get("switches") if isinstance(data, dict) else None
     if not isinstance(mapping, dict) or not all(isinstance(v, (str, int)) for v in mapping.values()):
         raise InputError(f"the switch map {path} needs a 'switches:' mapping of node name to switch name")
