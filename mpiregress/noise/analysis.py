@@ -20,8 +20,12 @@ becomes a 1-ms-wide pulse train whose strongest line is its fundamental (100 Hz)
 The alternative, a periodogram of detour timestamps, needs a threshold first and
 weighs a 2 µs tick like a 1 ms preemption; the lost-time signal weighs each event
 by what it costs. A line counts when its power stands ``min_prominence`` times above
-the median power of the spectrum (the broadband background of random noise), and
-harmonics of a stronger line are folded into it.
+the median power around it (the broadband background of random noise and of other
+jobs' time slices on a shared machine), harmonics are folded into their fundamental,
+and a fundamental low enough to have harmonics in the band must show two of them:
+an OS event is a train of pulses, whose spectrum is a comb, while the lines random
+contention throws up stand alone. Lines are sought from 2 Hz to 1 kHz (the fastest
+kernel tick).
 """
 from __future__ import annotations
 
@@ -36,11 +40,17 @@ from .fwqfile import FwqRun, NodeData, RankData
 BIN_NS = 100_000
 # Lines below this are not periodic events (a 1 s run resolves 1 Hz; below ~2 Hz it is drift).
 MIN_FREQUENCY_HZ = 2.0
+# OS noise sources tick at 1000 Hz at most (CONFIG_HZ); above, the lines are harmonics of
+# tick-aligned scheduling (multiples of 250 Hz here) that would crowd out the events.
+MAX_FREQUENCY_HZ = 1000.0
 DEFAULT_THRESHOLD_FRACTION = 0.2   # a detour is an iteration 20 % (2 µs of 10 µs) above nominal
 DEFAULT_MIN_PROMINENCE = 30.0      # see benchmarks/noise_detection.py for the background it beats
-MAX_PERIODS = 3
+MAX_PERIODS = 5
 # Lines up to this multiple of a stronger one are its harmonics; beyond, too many coincidences.
 MAX_HARMONIC = 8
+REQUIRED_HARMONICS = 2
+# A line with fewer harmonics than that must stand this much higher to count.
+LONE_LINE_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -131,13 +141,15 @@ def spectrum(signal: np.ndarray, bin_ns: int = BIN_NS) -> tuple[np.ndarray, np.n
 def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float = DEFAULT_MIN_PROMINENCE,
                      limit: int = MAX_PERIODS) -> tuple[Period, ...]:
     """Lines standing ``min_prominence`` × above their local background, harmonics folded into their fundamental."""
-    keep = freqs >= MIN_FREQUENCY_HZ
+    # The background needs bins on both sides of the highest line: cut at 1.5 x the limit.
+    keep = (freqs >= MIN_FREQUENCY_HZ) & (freqs <= 1.5 * MAX_FREQUENCY_HZ)
     freqs, power = freqs[keep], power[keep]
     if len(power) < 3:
         return ()
     # Local maxima only: a Hann window spreads a line over neighbouring bins.
     peak = (power[1:-1] >= power[:-2]) & (power[1:-1] >= power[2:])
     index = np.nonzero(peak)[0] + 1
+    index = index[freqs[index] <= MAX_FREQUENCY_HZ]
     resolution = float(freqs[1] - freqs[0])
     lines = []
     for i in index:
@@ -158,7 +170,13 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
                 break
         else:
             fundamentals.append([f, p, prominence, 0])
-    strongest = sorted(fundamentals, key=lambda fp: -fp[2])[:limit]
+    # An OS event is a pulse train, whose spectrum is a comb: a line with room for harmonics
+    # in the band needs two of them, or to stand LONE_LINE_FACTOR times higher; above 500 Hz
+    # (no room) the same higher bar applies. Lone lines are mostly wobbles of contention.
+    combs = [fp for fp in fundamentals
+             if (int(MAX_FREQUENCY_HZ / fp[0]) > REQUIRED_HARMONICS and fp[3] >= REQUIRED_HARMONICS)
+             or fp[2] >= LONE_LINE_FACTOR * min_prominence]
+    strongest = sorted(combs, key=lambda fp: -fp[2])[:limit]
     return tuple(Period(frequency_hz=round(f, 2), prominence=round(prom, 1), harmonics=int(h))
                  for f, _, prom, h in strongest)
 

@@ -17,9 +17,14 @@ def core_label(core: CoreNoise) -> str:
     return label
 
 
+def hz(frequency: float) -> str:
+    """A frequency as an admin says it: 100, 250, 2.5 (the spectrum's resolution is ~0.3 Hz)."""
+    return f"{frequency:.0f}" if frequency >= 10 else f"{frequency:.1f}"
+
+
 def periodic(core: CoreNoise) -> list[str]:
     """'a 100 Hz event on core 1 (line 350x its background, 4 harmonics)' for each period found."""
-    return [f"a {p.frequency_hz:g} Hz event on {core_label(core)} on {core.node} (spectral line {p.prominence:g}x "
+    return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} (spectral line {p.prominence:.0f}x "
             f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core.periods]
 
 
