@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import InputError, OK
+from ..errors import OK, InputError
 from ..jsonfile import read as read_json
 from ..noise import analysis, findings, fwqfile, placement, records, rtla
 
@@ -64,8 +64,9 @@ def _cpu_list(text: str) -> list[int]:
 
 def core_table(run: analysis.RunNoise) -> str:
     """Tab-separated per-core table (one header line)."""
-    lines = ["node\trank\tcpu\tbound\tnominal_us\tlost_fraction\tmax_detour_us\tdetours_per_s\tthreshold_us\t"
-             "periods_hz\tprominence"]
+    header = ("node\trank\tcpu\tbound\tnominal_us\tlost_fraction\tmax_detour_us\tdetours_per_s\tthreshold_us\t"
+              "periods_hz\tprominence")
+    lines = [header]
     for node in run.nodes:
         for c in node.cores:
             lines.append(

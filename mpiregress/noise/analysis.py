@@ -30,7 +30,6 @@ kernel tick).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -44,7 +43,7 @@ MIN_FREQUENCY_HZ = 2.0
 # tick-aligned scheduling (multiples of 250 Hz here) that would crowd out the events.
 MAX_FREQUENCY_HZ = 1000.0
 DEFAULT_THRESHOLD_FRACTION = 0.2   # a detour is an iteration 20 % (2 µs of 10 µs) above nominal
-DEFAULT_MIN_PROMINENCE = 30.0      # see benchmarks/noise_detection.py for the background it beats
+DEFAULT_MIN_PROMINENCE = 30.0      # random contention here threw up lone lines of 30-120x (tests/test_noise_fwq.py)
 MAX_PERIODS = 5
 # Lines up to this multiple of a stronger one are its harmonics; beyond, too many coincidences.
 MAX_HARMONIC = 8
@@ -106,7 +105,7 @@ class RunNoise:
     nodes: tuple[NodeNoise, ...]
     quantum_target_ns: int
     iterations: int
-    truncated: Optional[str]
+    truncated: str | None
 
 
 def efficiency(times: np.ndarray) -> float:
@@ -153,7 +152,7 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
     resolution = float(freqs[1] - freqs[0])
     lines = []
     for i in index:
-        background = local_background(freqs, power, i)
+        background = local_background(freqs, power, int(i))
         if power[i] >= min_prominence * background:
             lines.append((float(freqs[i]), float(power[i]), float(power[i] / background)))
     # A pulse train's harmonics are lines too; report the train once, at its fundamental.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -66,10 +65,10 @@ class FwqRun:
     ranks: int
     nodes: tuple[NodeData, ...]
     expected_nodes: int
-    truncated: Optional[str]  # one sentence naming what was lost, None when complete
+    truncated: str | None  # one sentence naming what was lost, None when complete
 
 
-def _record(buffer: memoryview, offset: int, dtype: np.dtype) -> Optional[np.void]:
+def _record(buffer: memoryview, offset: int, dtype: np.dtype) -> np.void | None:
     if offset + dtype.itemsize > len(buffer):
         return None
     return np.frombuffer(buffer, dtype=dtype, count=1, offset=offset)[0]
@@ -98,7 +97,7 @@ def read(path: Path) -> FwqRun:
     times_bytes = iterations * 4
     offset = FILE_HEADER.itemsize
     nodes: list[NodeData] = []
-    truncated: Optional[str] = None
+    truncated: str | None = None
     for index in range(expected):
         node_head = _record(buffer, offset, NODE_HEADER)
         if node_head is None:

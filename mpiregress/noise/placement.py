@@ -8,7 +8,7 @@ OS (the seed's HyperThreading partition), only where the nodes have SMT.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..topology import Topology, _cpus
 from .records import LAYOUTS
@@ -41,7 +41,7 @@ def threads_per_core(info: dict[str, Any]) -> int:
     return int(info.get("num_cpus_per_core") or 1)
 
 
-def layout(name: str, info: dict[str, Any]) -> Union[Layout, LayoutUnavailable]:
+def layout(name: str, info: dict[str, Any]) -> Layout | LayoutUnavailable:
     """The layout ``name`` on the nodes described by ``info`` (processor.json), or why it cannot exist."""
     if name not in LAYOUTS:
         raise ValueError(f"unknown FWQ layout {name!r}; known: {', '.join(LAYOUTS)}")
@@ -74,7 +74,7 @@ def _list(cpus: tuple[int, ...]) -> str:
     return ",".join(str(c) for c in cpus)
 
 
-def srun_line(result: Union[Layout, LayoutUnavailable], fwq: str = "fwq",
+def srun_line(result: Layout | LayoutUnavailable, fwq: str = "fwq",
               output: str = "fwq-%j-{layout}.fwq", iterations: int = 300000) -> str:
     """The srun command of one experiment, or a comment saying why it is skipped."""
     if isinstance(result, LayoutUnavailable):

@@ -7,7 +7,8 @@ lost_fraction (fraction, lower better). The periods found go into
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .analysis import NodeNoise, RunNoise
 
@@ -35,7 +36,7 @@ def node_conditions(node: NodeNoise) -> dict[str, Any]:
 
 
 def to_records(run: RunNoise, *, system: str, partition: str, method: str, layout: str,
-               context: Optional[Mapping[str, Any]] = None) -> list[dict[str, Any]]:
+               context: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """One record per node and metric; ``context`` adds commit, pipeline, jobid, time, target, toolchain."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown FWQ layout {layout!r}; known: {', '.join(LAYOUTS)}")

@@ -10,9 +10,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ..errors import InfrastructureError, NotAvailableError
 
@@ -44,7 +44,7 @@ class KernelNoise:
         return self.noise_us / self.runtime_us if self.runtime_us else 0.0
 
 
-def available() -> Optional[str]:
+def available() -> str | None:
     """None when rtla osnoise can run here, else the one sentence why not."""
     if not shutil.which("rtla"):
         return "rtla is not installed (Debian package rtla)"
@@ -77,7 +77,7 @@ def run_top(cpus: Sequence[int], seconds: int) -> list[KernelNoise]:
     if reason:
         raise NotAvailableError(f"kernel cross-check skipped: {reason}")
     cmd = ["rtla", "osnoise", "top", "-q", "-c", ",".join(str(c) for c in cpus), "-d", f"{seconds}s"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=seconds + 60)
     rows = parse_top(proc.stdout)
     if proc.returncode != 0 or not rows:
         detail = (proc.stderr or proc.stdout).strip().splitlines()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 MIN_RUNS = 5             # probes of a node before its own band is trusted
 Z = 3.5                  # one-sided, as the gate's (many nodes are probed at once)
@@ -27,7 +27,7 @@ class UsualBand:
     runs: int
 
 
-def usual_band(node: str, history: Sequence[float]) -> Optional[UsualBand]:
+def usual_band(node: str, history: Sequence[float]) -> UsualBand | None:
     """The band from a node's past probe efficiencies; None with fewer than MIN_RUNS."""
     if len(history) < MIN_RUNS:
         return None
