@@ -75,7 +75,7 @@ def _list(cpus: tuple[int, ...]) -> str:
 
 
 def srun_line(result: Layout | LayoutUnavailable, fwq: str = "fwq",
-              output: str = "fwq-%j-{layout}.fwq", iterations: int = 300000) -> str:
+              output: str = "fwq-{layout}.fwq", iterations: int = 300000) -> str:
     """The srun command of one experiment, or a comment saying why it is skipped."""
     if isinstance(result, LayoutUnavailable):
         return f"# {result.layout}: skipped: {result.reason}"
