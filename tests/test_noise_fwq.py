@@ -64,6 +64,14 @@ def mpirun(fwq: Path, out: Path, *args: str, ranks: int = 2, timeout: float = 60
 
 
 
+# On this shared 2-core machine other developers' jobs, each in its own cgroup, left FWQ
+# 6-10 % of each core (load averages of 20-80 were seen): a normal-priority FWQ then
+# measures them and finds the injected source in only 1 of 5 runs. Measured as root, the
+# ranks run SCHED_FIFO 5 for their ~3 s, below the source (FIFO 10): FWQ owns its core as on
+# an exclusive cluster node, and still sees the kernel's own noise and the injected source.
+MEASURE_PRIORITY: tuple[str, ...] = ("chrt", "-f", "5") if os.geteuid() == 0 and shutil.which("chrt") else ()
+
+
 def start_noise(noise_source: Path, cpu: int, seconds: int) -> subprocess.Popen:
     argv = [str(noise_source), str(cpu), "10000", "1000", str(seconds)]
     if os.geteuid() == 0:
@@ -95,12 +103,12 @@ def test_injected_noise_is_found_and_absent_without_it(fwq: Path, noise_source: 
     """With the source on core 1: a 100 Hz comb on core 1 (stronger than on core 0) and a lower
     efficiency than the run without it; without it: no 100 Hz event anywhere."""
     quiet_file, noisy_file = tmp_path / "quiet.fwq", tmp_path / "noisy.fwq"
-    done = mpirun(fwq, quiet_file, "-n", str(ITERATIONS))
+    done = mpirun(fwq, quiet_file, "-n", str(ITERATIONS), priority=MEASURE_PRIORITY)
     assert done.returncode == 0, done.stderr
     proc = start_noise(noise_source, 1, 120)
     try:
         time.sleep(0.2)
-        done = mpirun(fwq, noisy_file, "-n", str(ITERATIONS))
+        done = mpirun(fwq, noisy_file, "-n", str(ITERATIONS), priority=MEASURE_PRIORITY)
     finally:
         stop(proc)
     assert done.returncode == 0, done.stderr
