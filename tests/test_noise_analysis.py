@@ -1,0 +1,216 @@
+"""The noise analysis as pure functions: efficiency, lost-time spectrum, file reader, records, verdict, layouts."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpiregress.errors import InputError, NotAvailableError
+from mpiregress.noise import analysis, findings, fwqfile, placement, records, rtla, verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pulse_train(iterations: int, quantum: int, every_ns: int, detour_ns: int, seed: int = 1) -> np.ndarray:
+    """Iteration times of a core hit by a ``detour_ns`` event every ``every_ns`` of wall time, plus jitter."""
+    rng = np.random.default_rng(seed)
+    times = (quantum + rng.integers(0, 200, iterations)).astype(np.int64)
+    now, next_event = 0, every_ns
+    for i in range(iterations):
+        if now + times[i] >= next_event:      # the event falls into this iteration
+            times[i] += detour_ns
+            next_event += every_ns
+        now += times[i]
+    return times.astype(np.uint32)
+
+
+def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: int = 10_000) -> bytes:
+    """An FWQ v1 file written with the reader's own dtypes (the C writer is tested in test_noise_fwq.py)."""
+    iterations = len(nodes[0][1][0])
+    head = np.zeros(1, fwqfile.FILE_HEADER)
+    head["magic"], head["version"], head["nodes"] = fwqfile.MAGIC, 1, len(nodes)
+    head["ranks"] = sum(len(r) for _, r in nodes)
+    head["iterations"], head["quantum_target_ns"] = iterations, quantum
+    chunks = [head.tobytes()]
+    rank = 0
+    for name, ranks in nodes:
+        nh = np.zeros(1, fwqfile.NODE_HEADER)
+        nh["tag"], nh["ranks"], nh["name"] = b"NODE", len(ranks), name.encode()
+        chunks.append(nh.tobytes())
+        for cpu, times in enumerate(ranks):
+            rh = np.zeros(1, fwqfile.RANK_HEADER)
+            rh["rank"], rh["cpu_start"], rh["cpu_end"], rh["affinity_cpus"] = rank, cpu, cpu, 1
+            rh["quantum_ns"] = quantum
+            chunks += [rh.tobytes(), np.asarray(times, "<u4").tobytes()]
+            rank += 1
+        nt = np.zeros(1, fwqfile.NODE_TRAILER)
+        nt["tag"], nt["ranks"] = b"DONE", len(ranks)
+        chunks.append(nt.tobytes())
+    data = b"".join(chunks)
+    path.write_bytes(data)
+    return data
+
+
+def test_efficiency_is_sum_of_minima_over_sum_of_maxima() -> None:
+    times = np.array([[10, 10, 30], [10, 20, 10]])
+    assert analysis.efficiency(times) == pytest.approx((10 + 10 + 10) / (10 + 20 + 30))
+    assert analysis.efficiency(np.full((4, 100), 7)) == 1.0
+
+
+def test_lost_time_signal_conserves_the_lost_time() -> None:
+    times = pulse_train(100_000, 10_000, 10_000_000, 1_000_000)
+    nominal = float(np.median(times))
+    signal = analysis.lost_time_signal(times, nominal)
+    excess = np.clip(times - nominal, 0, None).sum()
+    assert signal.sum() == pytest.approx(excess, rel=0.01)
+
+
+def test_periodic_event_is_found_at_its_frequency_with_harmonics() -> None:
+    data = fwqfile.RankData(rank=1, cpu=1, migrated=False, bound=True, quantum_ns=10_000, start_ns=0,
+                            times_ns=pulse_train(300_000, 10_000, 10_000_000, 1_000_000))
+    core = analysis.core_noise("n1", data)
+    assert core.periods, "no period found in a clean 100 Hz pulse train"
+    assert core.periods[0].frequency_hz == pytest.approx(100.0, abs=1.0)
+    assert core.periods[0].harmonics >= 2
+    assert 0.08 < core.lost_fraction < 0.12
+    assert core.max_detour_us == pytest.approx(1000, rel=0.05)
+    assert core.detours_per_s == pytest.approx(100, rel=0.05)
+    assert "a 100 Hz event on core 1 on n1" in findings.periodic(core)[0]
+
+
+def test_random_detours_give_no_period() -> None:
+    rng = np.random.default_rng(7)
+    times = (10_000 + rng.integers(0, 200, 300_000)).astype(np.uint32)
+    hit = rng.choice(len(times), 300, replace=False)
+    times[hit] += rng.integers(100_000, 3_000_000, len(hit)).astype(np.uint32)
+    data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times)
+    assert analysis.core_noise("n1", data).periods == ()
+
+
+def test_reader_keeps_complete_nodes_of_a_cut_file(tmp_path: Path) -> None:
+    quiet = pulse_train(1000, 10_000, 10**12, 0)
+    data = write_fwq(tmp_path / "a.fwq", [("n1", [quiet, quiet]), ("n2", [quiet, quiet])])
+    assert [n.name for n in fwqfile.read(tmp_path / "a.fwq").nodes] == ["n1", "n2"]
+    for cut in (len(data) - 1, len(data) - 8, len(data) - 4000):
+        (tmp_path / "b.fwq").write_bytes(data[:cut])
+        run = fwqfile.read(tmp_path / "b.fwq")
+        assert [n.name for n in run.nodes] == ["n1"] and "n2" in (run.truncated or "")
+    (tmp_path / "c.fwq").write_bytes(data[:100])
+    with pytest.raises(InputError, match="holds no complete node"):
+        fwqfile.read(tmp_path / "c.fwq")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"), (b"hello world, not fwq" * 5, "not an FWQ result file"),
+])
+def test_reader_refuses_what_is_not_fwq(tmp_path: Path, content: bytes, message: str) -> None:
+    (tmp_path / "x").write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        fwqfile.read(tmp_path / "x")
+
+
+def test_reader_refuses_unknown_version(tmp_path: Path) -> None:
+    data = bytearray(write_fwq(tmp_path / "a.fwq", [("n1", [pulse_train(10, 10_000, 10**12, 0)])]))
+    data[8] = 9
+    (tmp_path / "a.fwq").write_bytes(bytes(data))
+    with pytest.raises(InputError, match="version 9"):
+        fwqfile.read(tmp_path / "a.fwq")
+
+
+def test_records_follow_the_series_model(tmp_path: Path) -> None:
+    quiet = pulse_train(20_000, 10_000, 10**12, 0)
+    noisy = pulse_train(20_000, 10_000, 10_000_000, 1_000_000)
+    write_fwq(tmp_path / "a.fwq", [("n1", [quiet, noisy])])
+    run = analysis.analyse(fwqfile.read(tmp_path / "a.fwq"))
+    recs = records.to_records(run, system="local", partition="batch", method="source", layout="all_cores",
+                              context={"commit": "abc"})
+    assert {r["metric"] for r in recs} == {"efficiency", "max_detour"}
+    eff = next(r for r in recs if r["metric"] == "efficiency")
+    assert list(eff["parameters"].items()) == [("node", "n1"), ("layout", "all_cores")]
+    assert eff["benchmark"] == "fwq" and eff["commit"] == "abc"
+    assert eff["conditions"]["cores"][1]["periods_hz"] and eff["conditions"]["lost_fraction"] > 0
+    assert 0.85 < eff["value"] < 0.95
+    assert records.probe_conditions(run)["noise_probe"][0]["node"] == "n1"
+    with pytest.raises(ValueError):
+        records.to_records(run, system="local", partition="batch", method="source", layout="bogus")
+
+
+def test_noisy_node_turns_a_regression_into_noisy() -> None:
+    history = {"n1": [0.97, 0.96, 0.97, 0.98, 0.97, 0.97], "n2": [0.97] * 6}
+    probe = [{"node": "n1", "efficiency": 0.82}, {"node": "n2", "efficiency": 0.97}]
+    name, reason = verdict.reclassify("regression", "latency +12%", ["n1"], probe, history)
+    assert name == "noisy" and reason.startswith("noisy: node n1 efficiency 0.82, usual 0.97")
+    assert verdict.reclassify("regression", "latency +12%", ["n2"], probe, history) == ("regression", "latency +12%")
+    assert verdict.reclassify("pass", "", ["n1"], probe, history) == ("pass", "")
+    # No history yet: the absolute floor decides.
+    assert verdict.noisy_nodes([{"node": "n9", "efficiency": 0.7}], {})[0].startswith("noisy: node n9 efficiency 0.70")
+    assert verdict.noisy_nodes([{"node": "n9", "efficiency": 0.95}], {}) == []
+
+
+def test_repeat_auto_grows_with_noise() -> None:
+    assert verdict.repeats_for([0.99, 0.98], tolerance=0.05) == 3
+    assert verdict.repeats_for([0.97, 0.90], tolerance=0.05) == 20
+    assert verdict.repeats_for([0.95], tolerance=0.05) == 5
+    with pytest.raises(ValueError):
+        verdict.repeats_for([], tolerance=0.05)
+
+
+@pytest.mark.parametrize("system, per_socket", [("iris-broadwell", 14), ("iris-skylake", 14), ("aion-batch", 64)])
+def test_layouts_leave_one_core_per_socket(system: str, per_socket: int) -> None:
+    info = json.loads((ROOT / "checks" / "topology" / system / "processor.json").read_text())
+    full = placement.layout("all_cores", info)
+    free = placement.layout("one_free_per_socket", info)
+    assert isinstance(full, placement.Layout) and isinstance(free, placement.Layout)
+    assert full.tasks_per_node == 2 * per_socket and free.tasks_per_node == 2 * (per_socket - 1)
+    assert f"--ntasks-per-socket={per_socket - 1}" in free.srun_options
+    assert per_socket - 1 not in free.cpus and 2 * per_socket - 1 not in free.cpus
+    smt = placement.layout("smt", info)
+    assert isinstance(smt, placement.LayoutUnavailable) and "SMT off" in smt.reason
+
+
+def test_layout_smt_where_nodes_have_two_threads() -> None:
+    info = {"topology": {"cores": ["0x5", "0xa"], "sockets": ["0xf"], "numa_nodes": ["0xf"]}}
+    smt = placement.layout("smt", info)
+    assert isinstance(smt, placement.Layout) and smt.cpus == (0, 1)
+
+
+def test_rtla_parser_and_availability() -> None:
+    text = ("                                          Operating System Noise\n"
+            "duration:   0 00:00:05 | time is in us\n"
+            "CPU Period       Runtime        Noise  % CPU Aval   Max Noise   Max Single          HW          NMI"
+            "          IRQ      Softirq       Thread\n"
+            "  1 #4              4000000        12000    99.70000        1000         1000            0            0"
+            "         1000            0            4\n")
+    rows = rtla.parse_top(text)
+    assert len(rows) == 1 and rows[0].cpu == 1 and rows[0].lost_fraction == pytest.approx(0.003)
+    reason = rtla.available()
+    if reason is not None:
+        with pytest.raises(NotAvailableError, match="kernel cross-check skipped"):
+            rtla.run_top([0], 1)
+
+
+def test_cli_bad_input_is_one_sentence(tmp_path: Path) -> None:
+    (tmp_path / "bad.fwq").write_bytes(b"garbage" * 20)
+    for target in (tmp_path / "bad.fwq", tmp_path / "missing.fwq"):
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "noise", "analyze", str(target), "--out",
+                               str(tmp_path / "out")], check=False, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_cli_analyze_writes_summary_table_figure_records(tmp_path: Path) -> None:
+    quiet = pulse_train(100_000, 10_000, 10**12, 0)
+    noisy = pulse_train(100_000, 10_000, 10_000_000, 1_000_000)
+    write_fwq(tmp_path / "a.fwq", [("n1", [quiet, noisy])])
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "noise", "analyze", str(tmp_path / "a.fwq"),
+                           "--out", str(out)], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = (out / "summary.txt").read_text()
+    assert "A 100 Hz event on core 1 on n1" in summary and "kernel cross-check" in summary
+    assert (out / "spectrum.png").read_bytes()[:4] == b"\x89PNG"
+    assert len((out / "cores.tsv").read_text().splitlines()) == 3
+    assert json.loads((out / "records.json").read_text())[0]["benchmark"] == "fwq"
