@@ -1,6 +1,6 @@
 """The project's vocabulary: placements, build methods, systems and metrics.
 
-Every module, check, baseline file and report uses these names (see DESIGN.md),
+Every module, check, baseline file and report uses these names (docs/architecture.md),
 so a typo in a YAML file is caught against this list instead of silently
 creating a new series.
 """
@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from . import systems as _systems
+
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
-SYSTEMS: tuple[str, ...] = ("iris", "aion", "local")
+# One per systems/<name>.yaml: adding a cluster is adding its data file.
+SYSTEMS: tuple[str, ...] = _systems.names()
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,6 @@ METRICS: dict[str, Metric] = {
     "bandwidth": Metric("bandwidth", "osu_bw", 1048576, "MB/s", higher_is_better=True),
 }
 
-# 100 warm-up and 1000 measured iterations, as in the seed study (DESIGN.md).
+# 100 warm-up and 1000 measured iterations, as in the seed study (docs/architecture.md).
 WARMUP_ITERATIONS = 100
 MEASURED_ITERATIONS = 1000

@@ -115,13 +115,13 @@ def parse_dry_run(output: str) -> list[Dependency]:
 
 
 def dependency_chain(easyconfig: Path, *, prefix: Optional[Path] = None,
-                     env: Optional[Mapping[str, str]] = None) -> list[Dependency]:
+                     env: Optional[Mapping[str, str]] = None, root: Path = REPO_ROOT) -> list[Dependency]:
     """Run ``eb <easyconfig> --dry-run --robot`` (offline) and return the resolved chain.
 
     ``prefix`` (e.g. a temporary folder) keeps EasyBuild's default paths out of the
     user's home; site configuration from the environment still applies.
     """
-    proc = _run_eb([str(easyconfig), "--dry-run", "--robot", robot_paths_option()], timeout=300, prefix=prefix,
+    proc = _run_eb([str(easyconfig), "--dry-run", "--robot", robot_paths_option(root)], timeout=300, prefix=prefix,
                    env=env)
     chain = parse_dry_run(proc.stdout)
     if not chain:
@@ -152,6 +152,16 @@ def toolchain_versions(chain: Sequence[Dependency]) -> tuple[dict[str, str], dic
         elif name == "OpenMPI":
             mpi = {"name": "openmpi", "version": version.split("-")[0]}
     return compiler, mpi
+
+
+def stack_versions(chain: Sequence[Dependency]) -> dict[str, dict[str, str]]:
+    """{EasyBuild name: {version, module}} of every module in the chain (``PMIx/4.2.6-GCCcore-13.2.0``
+    -> ``PMIx: 4.2.6``): the resolved stack a manifest records and lint compares."""
+    out: dict[str, dict[str, str]] = {}
+    for dep in chain:
+        name, _, version = dep.module.partition("/")
+        out[name] = {"version": version.split("-")[0], "module": dep.module}
+    return out
 
 
 # --- what to build ----------------------------------------------------------------------------
