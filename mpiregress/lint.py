@@ -306,7 +306,9 @@ class _Linter:
                 pkgs = _get(sdoc.data, *prefix, "packages") or {}
                 if isinstance(pkgs.get(name), dict):
                     return spath, sdoc.line(*prefix, "packages", name, "require"), pkgs[name]
-            return path, doc.line("spack", "packages"), {}
+            # Nowhere: the shared part (the last include) is where it belongs.
+            spath, sdoc, prefix = scopes[-1]
+            return spath, sdoc.line(*prefix, "packages"), {}
 
         target, where = str(part.target), f"{part.system}:{part.name}"
         specs = spack.get("specs") or []
