@@ -16,6 +16,7 @@ from typing import Optional
 
 from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
 from .builds import BuildOptions
+from .builds.common import program_sources
 from .errors import InfrastructureError, InputError, MpiRegressError
 from .names import METHODS, METRICS, PLACEMENTS
 
@@ -116,7 +117,8 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
             prefix = f"/planned/{method}/{target}"
             manifest.write(manifest.Manifest(
                 method=method, toolchain=tc.name, osu_version=tc.osu["version"], target=target,
-                prefix=prefix, bin_dir=f"{prefix}/libexec/osu-micro-benchmarks/mpi",
+                prefix=prefix, bin_dir=str(Path(prefix) / manifest.BIN_SUBDIR),
+                programs={src.name: f"{prefix}/programs/bin/{src.name}" for src in program_sources()},
                 extra={"planned": True},
                 notes=["planned by --dry-run: not built; only used to write job scripts"]), planned)
     return planned

@@ -8,15 +8,15 @@ resolves options and prints the manifest path (the one line on stdout).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from pathlib import Path
 from typing import Optional
 
 from .. import microarch, paths, toolchain
+from .. import builds
 from ..builds import BuildOptions
 from ..builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
-from ..errors import OK, InputError, NotAvailableError
+from ..errors import OK, InputError
 from ..names import METHODS
 
 
@@ -82,13 +82,6 @@ def options_from_args(args: argparse.Namespace) -> BuildOptions:
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    module_name = f"mpiregress.builds.{options.method}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name != module_name:
-            raise   # a real bug inside the method module: let it show
-        raise NotAvailableError(f"the {options.method} build method is not part of this installation") from None
-    result = module.build(options)
+    result = builds.method(options.method).build(options)
     print(result.path or options.manifest_dir / f"{result.method}-{result.target}.json")
     return OK
