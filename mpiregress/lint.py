@@ -311,15 +311,6 @@ class _Linter:
             return spath, sdoc.line(*prefix, "packages"), {}
 
         target, where = str(part.target), f"{part.system}:{part.name}"
-        specs = spack.get("specs") or []
-        index = next((i for i, s in enumerate(specs) if isinstance(s, str) and s.split("@")[0].strip()
-                      == self.tc.osu.get("name", "osu-micro-benchmarks")), None)
-        if index is None:
-            self.add(path, doc.line("spack", "specs"),
-                     f"no root spec for {self.tc.osu.get('name')}@{self.osu_version} in 'specs'")
-        else:
-            self._lint_root_spec(path, doc.line("spack", "specs", index), specs[index], target, where)
-
         apath, aline, settings = package("all")
         targets = [t for s in _strings(settings.get("require")) for t in _variant_values(s, "target")]
         if targets != [target]:
@@ -348,32 +339,7 @@ class _Linter:
             self.add(path, doc.line("spack", "mirrors"),
                      f"mirror buildcache-destination must be {BUILDCACHE_VAR}/<env> (found {url or 'none'}): "
                      f"the site names its build cache, there is no default")
-        self._lint_spack_ci(path, doc, spack.get("ci"), part)
-
-    def _lint_root_spec(self, path: Path, line: int, spec: str, target: str, where: str) -> None:
-        tokens = spec.split("^")[0].split()
-        name, _, version = tokens[0].partition("@")
-        if version.lstrip("=") != self.osu_version:
-            self.add(path, line, f"root spec {spec!r}: {name}@{version or '(any)'}, "
-                                 f"the toolchain file says {self.osu_version}")
-        spec_targets = _variant_values(spec.split("^")[0], "target")
-        if spec_targets != [target]:
-            found = ", ".join(f"target={t}" for t in spec_targets) or "no target"
-            self.add(path, line, f"root spec {spec!r}: {found}, but {where} builds for target={target}")
-        compilers = [t for t in tokens if t.startswith("%")]
-        cname = self.tc.compiler["name"]
-        if not compilers:
-            self.add(path, line, f"root spec {spec!r}: no %{cname}@{self.compiler_version}")
-        for tok in compilers:
-            cn, _, cv = tok[1:].partition("@")
-            if cn != cname or cv.lstrip("=") != self.compiler_version:
-                self.add(path, line, f"root spec {spec!r}: compiler {tok}, the toolchain file says "
-                                     f"%{cname}@{self.compiler_version}")
-        tpos = next((i for i, t in enumerate(tokens) if t.startswith("target=")), None)
-        cpos = next((i for i, t in enumerate(tokens) if t.startswith("%")), None)
-        if tpos is not None and cpos is not None and tpos > cpos:
-            self.add(path, line, f"root spec {spec!r}: put target= before the compiler, "
-                                 f"or Spack reads it as part of the compiler")
+        self._lint_spack_ci(path, doc, spack.get("ci"))
 
     def _lint_spack_mpi(self, path: Path, line: int, text: str) -> None:
         mpi_name = self.tc.mpi["name"]
@@ -424,8 +390,8 @@ class _Linter:
                 self.add(spath, sline, f"{spack_name} {found}, the toolchain file (transports.{name}.{variant}) "
                                        f"says {want}{variant}: {effect}")
 
-    def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any, part: systems_mod.Partition) -> None:
-        """`spack ci generate` gives every job it makes runner tags, and build jobs the partition's Slurm options."""
+    def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any) -> None:
+        """`spack ci generate` gives every job it makes runner tags (the rest of ci: is rendered from systems/)."""
         sections = ci.get("pipeline-gen") if isinstance(ci, dict) else None
         if not isinstance(sections, list):
             self.add(path, doc.line("spack", "ci"), "no ci:pipeline-gen section for spack ci generate")
@@ -437,27 +403,6 @@ class _Linter:
                 self.add(path, doc.line("spack", "ci", "pipeline-gen"),
                          f"no {kind} section with tags: the jobs spack ci generate makes for it would run "
                          f"on any runner")
-        matched = False
-        for i, section in enumerate(sections):
-            for j, entry in enumerate((section or {}).get("submapping") or []):
-                for k, match in enumerate(entry.get("match") or []):
-                    for t in _variant_values(str(match), "target"):
-                        mline = doc.line("spack", "ci", "pipeline-gen", i, "submapping", j, "match", k)
-                        if t != part.target:
-                            self.add(path, mline, f"ci submapping matches target={t}, but "
-                                                  f"{part.system}:{part.name} builds for target={part.target}")
-                            continue
-                        matched = True
-                        params = str(((entry.get("build-job") or {}).get("variables") or {})
-                                     .get("SCHEDULER_PARAMETERS", "")).split()
-                        missing = [o for o in part.slurm if o not in params]
-                        if missing:
-                            self.add(path, doc.line("spack", "ci", "pipeline-gen", i, "submapping", j, "build-job"),
-                                     f"build jobs for target={part.target} lack {' '.join(missing)} in "
-                                     f"SCHEDULER_PARAMETERS (systems/{part.system}.yaml)")
-        if not matched:
-            self.add(path, doc.line("spack", "ci", "pipeline-gen"),
-                     f"no ci submapping matches target={part.target}: its build jobs would get no partition tag")
 
     # -- easyconfigs ---------------------------------------------------------------
 
