@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .. import microarch, paths, toolchain
+from .. import microarch, paths, systems, toolchain
 from .. import builds
 from ..builds import BuildOptions
 from ..builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
@@ -51,6 +51,10 @@ def resolve_target(args: argparse.Namespace, tc_path: Path) -> tuple[str, Option
     if args.system or args.partition:
         if not (args.system and args.partition):
             raise InputError("--system and --partition go together (e.g. --system iris --partition broadwell)")
+        part = next((p for p in systems.get(args.system).partitions if p.name == args.partition), None)
+        if part is not None and part.target is None:
+            # A partition without a fixed target (the local one-host Slurm): this host's.
+            return microarch.host_target(), args.system, args.partition
         spec = toolchain.load(tc_path).partition(args.system, args.partition)
         return spec.target, args.system, args.partition
     return microarch.host_target(), None, None
