@@ -253,6 +253,9 @@ class _Linter:
     def lint_derived(self) -> None:
         """Files rendered from systems/ and the toolchain file are what `mpiregress generate` writes."""
         judged = {f.path for f in self.report.findings}
+        if any(p.startswith("systems/") for p in judged):
+            self.report.checked.append("derived files: not compared (fix the systems/ findings first)")
+            return
         try:
             stale = generate.stale(self.root, self.tc.path)
             orphans = generate.orphans(self.root, self.tc.path)

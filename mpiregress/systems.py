@@ -91,7 +91,9 @@ def load_file(path: Path) -> System:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        raise InputError(f"system file {path}: not valid YAML: {err}") from None
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise InputError(f"system file {path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise _fail(path, "schema", f"must be '{SCHEMA}'")
     for key in ("descr", "environs", "methods", "runner", "partitions"):
@@ -145,5 +147,9 @@ def get(name: str, root: Path = REPO_ROOT) -> System:
 
 
 def names(root: Path = REPO_ROOT) -> tuple[str, ...]:
-    """Names of the systems, in the order of ``names.SYSTEMS`` (clusters first, then local)."""
-    return tuple(s.name for s in sorted(load_all(root), key=lambda s: (s.executor == "shell", s.name)))
+    """Names of the systems: the file names of systems/*.yaml, sorted.
+
+    Read without parsing the files, so that importing the vocabulary never fails: a broken
+    system file is reported (one sentence) by the command that reads it.
+    """
+    return tuple(sorted(p.stem for p in systems_dir(root).glob("*.yaml")))
