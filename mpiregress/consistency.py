@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 from .baselines import Baselines
-from .manifest import Manifest
-from .toolchain import Toolchain
 from .gate import format_value as fv
 from .history import SeriesKey
+from .manifest import Manifest
 from .names import METRICS
 from .results import Result
+from .toolchain import Toolchain
 
 GroupKey = tuple[str, str, str, str]   # system, partition, placement, metric
 

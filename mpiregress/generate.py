@@ -55,8 +55,9 @@ def derived_files(root: Path = REPO_ROOT, tc_path: Path | None = None) -> list[D
     try:
         return _render_all(Path(root), tc_path)
     except jinja2.TemplateError as err:
-        where = f"{err.filename or getattr(err, 'name', '') or 'a template'}:{getattr(err, 'lineno', '') or ''}"
-        raise InputError(f"{where} does not render: {err.message or err}") from None
+        name = getattr(err, "filename", None) or getattr(err, "name", None) or "a template"
+        line = getattr(err, "lineno", None)
+        raise InputError(f"{name}{f':{line}' if line else ''} does not render: {err.message or err}") from None
 
 
 def _render_all(root: Path, tc_path: Path | None) -> list[Derived]:

@@ -469,7 +469,7 @@ class _Linter:
                 elif isinstance(elt, ast.Constant):
                     tarballs.append(str(elt.value).replace("%(namelower)s", str(name).lower())
                                     .replace("%(version)s", str(version)))
-        if tarballs and tarballs[0] != self.tc.osu.get("tarball"):
+        if sources is not None and tarballs and tarballs[0] != self.tc.osu.get("tarball"):
             self.add(path, sources.lineno,
                      f"source {tarballs[0]}, the toolchain file says {self.tc.osu.get('tarball')}")
 
@@ -483,7 +483,7 @@ class _Linter:
                      f"no sha256 checksum for the source; the toolchain file says {sha}")
         elif consts[0].value != sha:
             self.add(path, consts[0].lineno,
-                     f"checksum {consts[0].value} for {tarballs[0] if tarballs else 'the source'}, "
+                     f"checksum {consts[0].value!s} for {tarballs[0] if tarballs else 'the source'}, "
                      f"the toolchain file says sha256 {sha}")
 
         expected_file = f"{name}-{version}-{tcname}-{tcversion}.eb"
@@ -601,16 +601,16 @@ class _Linter:
             if str(tcname) != self.tc.name:
                 self.add(path, doc.line("toolchain"),
                          f"toolchain {tcname!r}, the toolchain file is {self.tc.name!r}")
-            system = doc.data.get("system")
-            if system not in known:
-                self.add(path, doc.line("system"), f"system {system!r} has no systems/{system}.yaml")
+            name = str(doc.data.get("system"))
+            if name not in known:
+                self.add(path, doc.line("system"), f"system {name!r} has no systems/{name}.yaml")
             refs = doc.data.get("references")
-            if system in known and isinstance(refs, dict):
+            if name in known and isinstance(refs, dict):
                 for partition in refs:
-                    if partition not in known[system]:
+                    if partition not in known[name]:
                         self.add(path, doc.line("references", partition),
-                                 f"references for {system}:{partition}, a partition the toolchain file "
-                                 f"does not have (known: {', '.join(known[system])})")
+                                 f"references for {name}:{partition}, a partition the toolchain file "
+                                 f"does not have (known: {', '.join(known[name])})")
         names = ", ".join(p.name for p in files) or "none"
         self.report.checked.append(f"baselines/ ({names}: toolchain field, partitions)")
 

@@ -9,9 +9,9 @@ the machine cannot do it (no Spack, no /cvmfs), never a fake manifest.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-import importlib
 from typing import TYPE_CHECKING, Optional, Protocol, cast
 
 if TYPE_CHECKING:

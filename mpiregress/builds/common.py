@@ -479,7 +479,8 @@ def stack_problems(stack: Mapping[str, Mapping[str, object]], toolchain: Toolcha
         if version and version != str(component["version"]):
             problems.append(f"{label} {version} (toolchain: {component['version']})")
         if "transports" in got:
-            have = set(got.get("transports") or [])   # type: ignore[arg-type]
+            listed = got.get("transports")
+            have = {str(t) for t in listed} if isinstance(listed, list) else set()
             wanted = toolchain.transports.get(name) or {}
             missing = [t for t, want in wanted.items() if want and t not in have]
             extra = [t for t, want in wanted.items() if not want and t in have]

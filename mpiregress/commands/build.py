@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .. import microarch, paths, systems, toolchain
-from .. import builds
+from .. import builds, microarch, paths, systems, toolchain
 from ..builds import BuildOptions
 from ..builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
 from ..errors import OK, InputError
