@@ -14,14 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
+from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain, verdict
 from .builds import BuildOptions
 from .builds.common import program_sources
 from .errors import InfrastructureError, InputError, MpiRegressError
 from .names import METHODS, METRICS, PLACEMENTS
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
-CHECKS = [paths.checks_dir() / "osu_pt2pt.py"]
+
+
+def check_files() -> list[Path]:
+    """The check files: every Python file in checks/ that registers a ReFrame test."""
+    return sorted(p for p in paths.checks_dir().glob("*.py") if "@rfm.simple_test" in p.read_text())
+
+
 DRYRUN_MODULES = paths.REPO_ROOT / "ci" / "dryrun-modules"
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
@@ -153,7 +159,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
     if opts.iterations:
         cmd += ["-S", f"iterations={opts.iterations}"]
-    for check in CHECKS:
+    for check in check_files():
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
@@ -224,10 +230,11 @@ def run(opts: RunOptions) -> int:
     if not report.exists():
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
                               f"see {opts.report_dir / 'reframe.out'}")
-    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline))
+    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline,
+                                                  dry_run=opts.dry_run))
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
-    summary.apply_baselines(found, refs, opts.allow_missing_baselines)
+    verdict.apply_baselines(found, refs, opts.allow_missing_baselines)
     problems = summary.require_methods(found, opts.methods or [])
     (opts.report_dir / "results.json").write_text(results.dump(found))
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
@@ -247,5 +254,5 @@ def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
     _log(f"dry run: {len(scripts)} job script(s) written under {opts.report_dir / 'reframe' / 'stage'}, "
          f"{sum(r.status == 'skip' for r in found)} skipped, {len(errors)} error(s)")
     for r in errors:
-        print(f"mpiregress run: error: {r.partition} {r.method} {r.placement} {r.metric}: {r.reason}", file=sys.stderr)
+        print(f"mpiregress run: error: {r.key().name()}: {r.reason}", file=sys.stderr)
     return 2 if errors else (0 if scripts else 4)

@@ -50,7 +50,8 @@ def mpiregress(env, *args, report_dir=None, extra_env=None):
 
 
 def results(report_dir: Path) -> dict:
-    return {(r["placement"], r["metric"]): r for r in json.loads((report_dir / "results.json").read_text())}
+    return {(r["parameters"]["placement"], r["metric"]): r
+            for r in json.loads((report_dir / "results.json").read_text())}
 
 
 def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):

@@ -30,9 +30,9 @@ def test_every_program_folder_is_found():
 
 
 def test_binaries_follow_the_metrics():
-    from mpiregress.names import METRICS
+    from mpiregress.names import PT2PT
 
-    assert set(common.BINARIES) == {m.benchmark for m in METRICS.values()}
+    assert set(common.BINARIES) == {m.benchmark for m in PT2PT.values()} == {"osu_latency", "osu_bw"}
     assert common.BIN_SUBDIR == manifest_mod.BIN_SUBDIR == Path("libexec/osu-micro-benchmarks/mpi")
 
 

@@ -10,6 +10,7 @@ from mpiregress import cli, history, report
 from mpiregress.errors import ERROR, OK
 from mpiregress.names import METRICS
 from mpiregress.report import html, junit, markdown
+from mpiregress.results import pt2pt
 from mpiregress.results import Result, dump
 
 BASE = {("latency", "same_numa"): 0.58, ("latency", "cross_node"): 4.1,
@@ -21,9 +22,8 @@ def result(method, placement, metric, factor=1.0, week=0, status="pass", reason=
     wobble = 1 + 0.004 * ((week * 7 + len(method)) % 5 - 2)
     value = BASE[(metric, placement)] * factor * wobble
     samples = [] if status != "pass" else [value, value * 1.003, value * 0.998]
-    return Result(system="aion", partition="batch", method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=size or spec.message_size, unit=spec.unit,
-                  value=value if samples else None, status=status, reason=reason, samples=samples,
+    return pt2pt("aion", "batch", method, placement, metric, value if samples else None, status=status, size=size,
+                 reason=reason, samples=samples,
                   toolchain="2023b", time=f"2025-{1 + week // 4:02d}-{1 + 7 * (week % 4):02d}T02:00:00+00:00",
                   commit=commit or f"sha{week:02d}", pipeline=f"{500 + week}")
 

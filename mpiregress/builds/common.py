@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from .. import manifest as manifest_mod
 from ..errors import InputError, MpiRegressError, NotAvailableError
-from ..names import METRICS
+from ..names import PT2PT
 from ..toolchain import Toolchain
 
 MIRROR_ENV = "OSU_SOURCE_MIRROR"
@@ -43,8 +43,8 @@ class BuildError(MpiRegressError):
 # Where OSU 7.2 installs its benchmarks under a prefix, whoever builds it (configure/make,
 # Spack's and EasyBuild's packages, EESSI): there is no bin/.
 BIN_SUBDIR = manifest_mod.BIN_SUBDIR
-# The OSU binaries the checks run: those of the metrics measured (names.METRICS).
-BINARIES: tuple[str, ...] = tuple(dict.fromkeys(metric.benchmark for metric in METRICS.values()))
+# The OSU binaries the checks run: those of the point-to-point measurements (names.PT2PT).
+BINARIES: tuple[str, ...] = tuple(dict.fromkeys(m.benchmark for m in PT2PT.values()))
 
 
 def record(manifest: "manifest_mod.Manifest", manifest_dir: Path, done: str, log: object = None) -> "manifest_mod.Manifest":

@@ -16,8 +16,9 @@ from ..baselines import Baselines
 from ..changepoint import ChangePoint, series_changepoints
 from ..consistency import Finding
 from ..gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
-from ..history import History, RunPoint, SeriesKey
+from ..history import History, RunPoint
 from ..results import Result
+from ..series import SeriesKey
 
 # How much history a report draws: two years of weekly runs.
 TREND_RUNS = 104
@@ -56,7 +57,7 @@ class ReportData:
 
     def systems(self) -> list[tuple[str, str]]:
         """(system, partition) pairs shown, from the results and the history's series."""
-        pairs = {(r.system, r.partition) for r in self.results} | {k[:2] for k in self.trends}
+        pairs = {(r.system, r.partition) for r in self.results} | {(k.system, k.partition) for k in self.trends}
         return sorted(pairs)
 
     def commits(self) -> list[str]:
@@ -85,7 +86,7 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
         runs_count = sum(1 for run in history.runs() if run.accepted)
         keys = history.series_keys() if with_trends else sorted({r.key() for r in results})
         for key in keys:
-            if systems and key[0] not in systems:
+            if systems and key.system not in systems:
                 continue
             runs = history.series_runs(key, last=TREND_RUNS, exclude_run=exclude_run)
             if runs:
