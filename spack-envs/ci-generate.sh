@@ -6,9 +6,10 @@
 set -euo pipefail
 env_dir=${1:?usage: $0 ENV_DIR OUTPUT}
 output=${2:?usage: $0 ENV_DIR OUTPUT}
-: "${MPIREGRESS_SPACK_BUILDCACHE:?must name the build cache (an absolute path or URL); there is no default}"
-case "$MPIREGRESS_SPACK_BUILDCACHE" in
+case "${MPIREGRESS_SPACK_BUILDCACHE:-}" in
     /*|*://*) ;;
-    *) echo "MPIREGRESS_SPACK_BUILDCACHE=$MPIREGRESS_SPACK_BUILDCACHE must be an absolute path or a URL" >&2; exit 2 ;;
+    *) echo "ci-generate: MPIREGRESS_SPACK_BUILDCACHE must name the build cache (an absolute path or a URL)," \
+            "found '${MPIREGRESS_SPACK_BUILDCACHE:-}': there is no default" >&2
+       exit 2 ;;
 esac
 exec spack -e "$env_dir" ci generate --output-file "$output"

@@ -151,3 +151,21 @@ def test_spack_version_and_build_cache_are_checked(tc, monkeypatch):
 def test_environment_copy_keeps_its_include(tmp_path: Path):
     copy_environment(REPO_ROOT / "spack-envs" / "iris-broadwell", tmp_path / "env" / "iris-broadwell")
     assert (tmp_path / "env" / "common.yaml").read_text() == (REPO_ROOT / "spack-envs" / "common.yaml").read_text()
+
+
+@pytest.mark.parametrize("value", [None, "", "relative/cache"])
+def test_ci_generate_refuses_without_a_named_build_cache(value, tmp_path: Path):
+    """spack-envs/ci-generate.sh stops before Spack when the build cache is unset or relative."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "MPIREGRESS_SPACK_BUILDCACHE"}
+    if value is not None:
+        env["MPIREGRESS_SPACK_BUILDCACHE"] = value
+    env["PATH"] = f"{tmp_path}:/usr/bin:/bin"   # no spack: it must not get that far anyway
+    done = subprocess.run(["bash", str(REPO_ROOT / "spack-envs" / "ci-generate.sh"),
+                           str(REPO_ROOT / "spack-envs" / "iris-broadwell"), str(tmp_path / "ci.yml")],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "must name the build cache (an absolute path or a URL)" in done.stderr
+    assert not (tmp_path / "ci.yml").exists()
