@@ -86,7 +86,8 @@ class Finding:
                     f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})"
                     f"{because}")
         if self.kind == "lenient":
-            return (f"{where}: the {self.method} baseline ({fv(self.reference)} {self.unit}) admits values down to "
+            return (f"{where}: the {self.method} baseline ({fv(self.reference or 0.0)} {self.unit}) admits values "
+                    f"down to "
                     f"{fv(self.value)} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
                     f"({fv(self.best_value)} {self.unit}): too lenient to catch a regression of {self.method}")
         return (f"{where}: the {self.method} baseline band ends at {fv(self.value)} {self.unit} but even the best "
@@ -187,10 +188,10 @@ def baseline_gaps(baselines: Iterable[Baselines], values: Mapping[GroupKey, Mapp
             gap = _shortfall(metric, limit, best_value)
             threshold = _threshold(group, (method, best_method), noise, z, min_gap)
             if gap > threshold:
-                findings.append(Finding("lenient", *group[:4], metric, method, limit,
+                findings.append(Finding("lenient", group[0], group[1], group[2], group[3], metric, method, limit,
                                         best_method, best_value, gap, threshold, ref.unit, reference=ref.value))
             elif all(METRICS[metric].worse(v, limit) for v in measured.values()):
-                findings.append(Finding("strict", *group[:4], metric, method, limit,
+                findings.append(Finding("strict", group[0], group[1], group[2], group[3], metric, method, limit,
                                         best_method, best_value, _shortfall(metric, best_value, limit), threshold,
                                         ref.unit, reference=ref.value))
     return sorted(findings, key=lambda f: (f.kind, -f.gap))

@@ -317,7 +317,8 @@ class _Linter:
         apath, aline, settings = package("all")
         targets = [t for s in _strings(settings.get("require")) for t in _variant_values(s, "target")]
         if targets != [target]:
-            self.add(apath, aline, f"packages:all:require has {', '.join(f'target={t}' for t in targets) or 'no target'}"
+            found = ", ".join(f"target={t}" for t in targets) or "no target"
+            self.add(apath, aline, f"packages:all:require has {found}"
                                    f", but {where} builds for target={target} (a preference alone can be ignored)")
 
         cname = self.tc.compiler["name"]

@@ -40,8 +40,10 @@ class Manifest:
     compiler: dict[str, str] = field(default_factory=dict)   # {"name": "gcc", "version": "13.2.0"}
     mpi: dict[str, str] = field(default_factory=dict)        # {"name": "openmpi", "version": "4.1.6"}
     build_host: dict[str, str] = field(default_factory=dict) # {"hostname", "target", "model"}
-    env: dict[str, Any] = field(default_factory=dict)        # {"setup": [shell lines], "modules": [...], "env_vars": {...}}
-    extra: dict[str, Any] = field(default_factory=dict)      # method-specific records (spack hash, eb log, EESSI subdir)
+    # {"setup": [shell lines], "modules": [...], "env_vars": {...}}
+    env: dict[str, Any] = field(default_factory=dict)
+    # method-specific records (spack hash, eb log, EESSI subdir)
+    extra: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # The MPI stack under OpenMPI as this build really has it: {"ucx": {"version": "1.15.0",
     # "transports": [...], "from": "eb --dry-run --robot"}, "pmix": {...}, ...}

@@ -104,4 +104,5 @@ def load(path: Path, toolchain: str = "", commit: str = "", pipeline: str = "", 
         cases = [case for run in report["runs"] for case in run["testcases"]]
     except (KeyError, TypeError):
         raise InputError(f"ReFrame report {path} has no runs/testcases: not a ReFrame 4 report") from None
-    return [r for case in cases if "metric" in case for r in case_to_results(case, toolchain, commit, pipeline, dry_run)]
+    return [r for case in cases if "metric" in case
+            for r in case_to_results(case, toolchain, commit, pipeline, dry_run)]

@@ -113,7 +113,8 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
     planned = opts.report_dir / "planned-manifests"
     planned.mkdir(parents=True, exist_ok=True)
     for existing in manifest.find_all(opts.manifest_dir):
-        shutil.copy(existing.path, planned / Path(existing.path).name)
+        if existing.path:
+            shutil.copy(existing.path, planned / Path(existing.path).name)
     targets = ([p.target for p in tc.partitions() if p.system == opts.system]
                if opts.system != "local" else [microarch.host_target()])
     for method in methods:

@@ -113,7 +113,8 @@ def place(placement: str, topology: Topology, num_nodes: int = 2,
                 first = numa[domains[0]][0]
                 second = numa[domains[1]][0]
                 return Binding(placement, ((0, first), (0, second)))
-        return Unavailable(placement, f"no socket holds two NUMA nodes ({shape}): same socket/different NUMA does not exist here")
+        return Unavailable(placement, f"no socket holds two NUMA nodes ({shape}): "
+                                      f"same socket/different NUMA does not exist here")
     if placement == "cross_socket":
         if len(sockets) >= 2:
             ids = sorted(sockets)

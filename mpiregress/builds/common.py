@@ -47,8 +47,8 @@ BIN_SUBDIR = manifest_mod.BIN_SUBDIR
 BINARIES: tuple[str, ...] = tuple(dict.fromkeys(m.benchmark for m in PT2PT.values()))
 
 
-def record(manifest: "manifest_mod.Manifest", manifest_dir: Path, done: str, log: object = None) -> "manifest_mod.Manifest":
-    """Write ``manifest`` once its benchmark binaries and programs are there; ``done`` names the step that should have made them."""
+def record(manifest: manifest_mod.Manifest, manifest_dir: Path, done: str, log: object = None) -> manifest_mod.Manifest:
+    """Write ``manifest`` once its binaries and programs are there (``done``: the step that should have made them)."""
     binaries = [manifest.binary(name) for name in BINARIES] + [Path(p) for p in manifest.programs.values()]
     for binary in binaries:
         if not os.access(binary, os.X_OK):
@@ -453,8 +453,8 @@ def detect_stack(toolchain: Toolchain) -> dict[str, dict[str, object]]:
         found = re.search(r"(\d+\.\d+\.\d+)", _output(cmd) or "")
         if found and name in stack:
             stack[name] = {"version": found.group(1), "from": cmd[0]}
-    components = re.findall(r"^mca:(pml|pmix|btl|coll):(\w+):version:\"component", _output(["ompi_info", "--parsable"]) or "",
-                            re.M)
+    parsable = _output(["ompi_info", "--parsable"]) or ""
+    components = re.findall(r"^mca:(pml|pmix|btl|coll):(\w+):version:\"component", parsable, re.M)
     if components:
         stack["openmpi_components"] = {"version": "", "from": "ompi_info",
                                        "components": sorted({f"{kind}:{name}" for kind, name in components})}

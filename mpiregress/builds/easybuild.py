@@ -372,7 +372,8 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
                "command_line": list(stats.get("command_line", [])),
                "dependency_chain": [d.module for d in chain],
                "system": system, "partition": partition},
-        notes=notes + [f"MPI stack differs from toolchain {tc.name}: {p}" for p in common.stack_problems(stack, tc, complete=True)],
+        notes=notes + [f"MPI stack differs from toolchain {tc.name}: {p}"
+                       for p in common.stack_problems(stack, tc, complete=True)],
         stack=stack,
     )
 

@@ -201,7 +201,8 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
     version = _version(root.get("version", ""))
     stack = stack_from_spec(nodes, tc)
     notes = common.toolchain_notes(tc, compiler, mpi)
-    notes += [f"MPI stack differs from toolchain {tc.name}: {p}" for p in common.stack_problems(stack, tc, complete=True)]
+    notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
+              for p in common.stack_problems(stack, tc, complete=True)]
     if version != str(tc.osu["version"]):
         notes.append(f"Spack built OSU {version}, the toolchain {tc.name} says {tc.osu['version']}")
     mpi_params = (mpi_node or {}).get("parameters") or {}
@@ -216,7 +217,7 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
         compiler=compiler, mpi=mpi,
         env={"setup": [], "modules": [], "env_vars": {}},
         extra={"spack_hash": str(root.get("hash", "")), "spack_env": env_name,
-               "specfile_version": (spec.get("_meta") or {}).get("version"),
+               "specfile_version": (spec.get("_meta") or {}).get("version") if isinstance(spec, Mapping) else None,
                "platform": str(arch.get("platform", "")), "platform_os": str(arch.get("platform_os", "")),
                "mpi_hash": str((mpi_node or {}).get("hash", "")),
                "mpi_variants": {k: v for k, v in mpi_params.items()
