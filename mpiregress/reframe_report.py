@@ -17,6 +17,10 @@ from .errors import InputError
 from .names import METRICS, PT2PT
 from .results import Result
 
+# A sanity failure that means "this measurement does not apply here" (coll/tuned not in charge, so a
+# forced algorithm measures nothing): a check's sanity reason with this prefix becomes a skip.
+NOT_APPLICABLE = "not applicable: "
+
 
 def _status(case: dict[str, Any]) -> str:
     result = case.get("result")
@@ -85,10 +89,16 @@ def case_to_results(case: dict[str, Any], toolchain: str = "", commit: str = "",
     )
     measured = (case.get("measured") or []) if status == "pass" else []
     if measured:
+        # What the check asked for and did not get (a sweep missing sizes) is an error beside the rows it did get.
+        missing = [Result(benchmark=case["benchmark"], parameters=dict(case.get("series_parameters") or {}),
+                          metric=case["metric"], unit=METRICS[case["metric"]].unit, value=None, status="error",
+                          reason=problem, **common) for problem in case.get("problems") or []]
         return [Result(benchmark=m["benchmark"], parameters=dict(m["parameters"]), metric=m["metric"],
                        unit=METRICS[m["metric"]].unit, value=float(m["value"]), status="pass", **common)
-                for m in measured]
+                for m in measured] + missing
     reason = _reason(case, status) if status != "pass" else ""
+    if status == "error" and reason.startswith(NOT_APPLICABLE):
+        status, reason = "skip", reason[len(NOT_APPLICABLE):]
     if status == "pass":
         status, reason = (("skip", "dry run: job script written, nothing measured") if dry_run
                           else ("error", "the check passed but recorded no measurement"))

@@ -121,3 +121,32 @@ def test_the_report_command_writes_three_files_and_gates_only_when_asked(db, tmp
     assert {p.name for p in out.iterdir()} == {"report.html", "summary.md", "junit.xml"}
     ET.parse(out / "junit.xml")
     assert cli.main([*args, "--gate"]) == ERROR
+
+
+def test_a_collective_sweep_gets_its_findings_figures_and_a_deployable_rules_file(tmp_path):
+    from mpiregress.coll import rules_file
+
+    def bcast(algorithm, size, value):
+        return Result(system="aion", partition="batch", method="source", benchmark="osu_bcast",
+                      parameters={"nprocs": 4, "nodes": 1, "distribution": "block:block", "algorithm": algorithm,
+                                  "size": size}, metric="latency", unit="us", value=value, status="pass",
+                      samples=[value, value * 1.01, value * 0.99], toolchain="2023b", time="2025-06-01T00:00:00")
+
+    found = [bcast("default", 1024, 10.0), bcast("binomial", 1024, 5.0), bcast("chain", 1024, 9.0),
+             bcast("default", 2048, 6.0), bcast("binomial", 2048, 6.1), bcast("chain", 2048, 9.0)]
+    data = report.build(found, None, {})
+    assert data.collectives is not None
+    (finding,) = data.collectives.findings
+    assert finding.startswith("bcast, 4 ranks (1 node, block:block), 1 KiB: ")
+    assert "default 100 % slower than binomial" in data.collectives.findings[0]
+    page = html.write(data, tmp_path / "report.html").read_text()
+    assert "Collectives: default vs the best coll/tuned algorithm" in page and "best-bcast-block_block.png" in page
+    rules = (tmp_path / "coll_tuned_rules-block_block.conf").read_text()
+    parsed = rules_file.parse(rules)
+    assert rules_file.select(parsed, 7, 4, 1024) == 6        # binomial where it beats the default
+    assert rules_file.select(parsed, 7, 4, 2048) == 0        # the fixed decision where the default is as good
+
+
+def test_point_to_point_results_have_no_collective_section():
+    data = report.build([result("source", "same_numa", "latency")], None, {})
+    assert data.collectives is None and "Collectives:" not in html.render(data)

@@ -107,3 +107,34 @@ def test_summary_table_and_markdown_show_value_baseline_and_verdict():
     assert "| local:batch | same_numa | source | bandwidth | 500 MB/s | 1000 (>= 800) | **regression** | too slow |" in md
     assert md.startswith("# MPI regression: local\n\n1 pass, 1 regression, 1 skipped")
     assert "- a single socket (1 check(s): source/cross_socket/latency)" in md
+
+
+COLL_CASE = {"system": "local", "partition": "batch", "build_method": "source", "name": "OsuCollCheck_x",
+             "benchmark": "osu_bcast", "metric": "latency", "result": "pass",
+             "series_parameters": {"nprocs": 8, "nodes": 2, "distribution": "block:block", "algorithm": "binomial",
+                                   "sizes": "1:4"},
+             "conditions": {"oversubscribed": True}}
+
+
+def test_a_sweep_is_one_series_per_size_and_missing_sizes_are_an_error_beside_them():
+    point = {"nprocs": 8, "nodes": 2, "distribution": "block:block", "algorithm": "binomial"}
+    case = dict(COLL_CASE, measured=[{"benchmark": "osu_bcast", "parameters": {**point, "size": size},
+                                      "metric": "latency", "value": v} for size, v in ((1, 2.5), (2, 2.6))],
+                problems=["OSU Bcast Latency Test printed 2 of the 3 message sizes asked (1:4); missing: 4"])
+    found = reframe_report.case_to_results(case)
+    measured = [r for r in found if r.status == "pass"]
+    assert [(r.parameters["size"], r.value) for r in measured] == [(1, 2.5), (2, 2.6)]
+    assert all(r.conditions == {"oversubscribed": True} for r in found)
+    (gap,) = [r for r in found if r.status == "error"]
+    assert "missing: 4" in gap.reason and gap.parameters["sizes"] == "1:4"
+    assert summary.exit_code(found, []) == errors.ERROR
+
+
+def test_a_forced_algorithm_that_tuned_does_not_run_is_a_skip_with_the_reason():
+    case = dict(COLL_CASE, result="fail", fail_phase="sanity",
+                fail_reason="sanity error: not applicable: coll/hcoll (priority 90) outranks coll/tuned")
+    (skipped,) = reframe_report.case_to_results(case)
+    assert skipped.status == "skip" and skipped.reason.startswith("coll/hcoll (priority 90) outranks")
+    rejected = dict(COLL_CASE, result="fail", fail_phase="sanity",
+                    fail_reason="sanity error: OpenMPI rejected coll_tuned_bcast_algorithm=12")
+    assert reframe_report.case_to_results(rejected)[0].status == "error"

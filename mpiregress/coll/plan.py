@@ -7,6 +7,7 @@ process counts from the partition's cores per node.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -26,7 +27,10 @@ OSU_DEFAULTS = ((1, OSU_LARGE_MESSAGE, 1000, 200), (OSU_LARGE_MESSAGE + 1, 1 << 
 
 
 def sweep_file() -> Path:
-    return paths.checks_dir() / "config" / "coll_sweep.yaml"
+    """The sweep definition: ``$MPIREGRESS_COLL_SWEEP`` (a site's or a test's own), else
+    checks/config/coll_sweep.yaml."""
+    explicit = os.environ.get("MPIREGRESS_COLL_SWEEP")
+    return Path(explicit) if explicit else paths.checks_dir() / "config" / "coll_sweep.yaml"
 
 
 @dataclass(frozen=True)

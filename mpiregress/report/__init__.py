@@ -14,6 +14,9 @@ from typing import Mapping, Optional, Sequence
 from .. import consistency
 from ..baselines import Baselines
 from ..changepoint import ChangePoint, series_changepoints
+from ..coll import algorithms
+from ..coll.algorithms import DEFAULT
+from ..coll.analysis import Analysis, analyse
 from ..consistency import Finding
 from ..gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
 from ..history import History, RunPoint
@@ -41,6 +44,7 @@ class ReportData:
     history_runs: int = 0
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     notes: list[str] = field(default_factory=list)
+    collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
 
     @property
     def exit_code(self) -> int:
@@ -99,8 +103,19 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     measured = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}
     noise = {k: v for k, v in measured.items() if v is not None}
     values = consistency.method_values(results)
+    collectives = _collectives(results)
     return ReportData(results=list(results), verdicts=verdicts, findings=consistency.check(values, noise),
                       baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
                       changes=changes, trends=trends, baselines=books, config=config,
                       results_source=results_source, history_source=history_source, history_runs=runs_count,
-                      notes=notes)
+                      notes=notes, collectives=collectives)
+
+
+def _collectives(results: Sequence[Result]) -> Optional[Analysis]:
+    """The sweep analysis when the results hold forced collective algorithms (the weekly sweep)."""
+    if not any(r.parameters.get("algorithm") not in (None, DEFAULT) for r in results):
+        return None
+    from .. import toolchain
+
+    version = toolchain.load(toolchain.default_path()).mpi["version"]
+    return analyse([r.to_dict() for r in results], algorithms.load(version), version)

@@ -1,12 +1,14 @@
 """The HTML report: one self-contained file (inline styles, figures as base64 PNG)."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
+from ..coll import analysis
 from ..gate import format_value
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey
@@ -62,14 +64,23 @@ def render(data: ReportData) -> str:
     changes = sorted((cp for points in data.changes.values() for cp in points),
                      key=lambda c: c.run_after.time, reverse=True)
     sizes = " and ".join(f"{spec.size} B {spec.metric}" for spec in PT2PT.values())
+    coll = data.collectives
+    coll_figures = [(name, base64.b64encode(png).decode("ascii"))
+                    for name, png in (coll.figures if coll else {}).items()]
+    oversubscribed = any(r.conditions.get("oversubscribed") for r in data.results if r.benchmark.startswith("osu_"))
     return env.from_string(TEMPLATE).render(
         data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
-        trend_figures=trend_figures, sizes=sizes,
+        trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
+        if oversubscribed else "", rules_name=analysis.rules_name,
         verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)))
 
 
 def write(data: ReportData, path: Path) -> Path:
+    """Write the page, and beside it the coll/tuned rules files it offers for deployment."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(data))
+    for dist, text in (data.collectives.rules.items() if data.collectives else ()):
+        (path.parent / analysis.rules_name(dist)).write_text(text)
     return path

@@ -77,6 +77,15 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% for fig in sweep_figures %}<img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
 {% else %}<p class="note">No message-size sweep in these results: only {{ sizes }} were measured, so there is no curve to draw. Run the checks with a size sweep to see one.</p>{% endif %}
 
+{% if coll %}
+<h2>Collectives: default vs the best coll/tuned algorithm</h2>
+<p class="meta">Each point (collective, distribution, nodes, processes, message size) was measured with OpenMPI's default decision and with every coll/tuned algorithm forced. The default is flagged where it is slower than the best forced algorithm by more than the noise (max(10 %, the two spreads)). {{ coll.cells|length }} points{% if coll_note %}; {{ coll_note }}{% endif %}.</p>
+{% if coll.findings %}<ul class="findings">{% for f in coll.findings[:30] %}<li>{{ f }}</li>{% endfor %}</ul>{% if coll.findings|length > 30 %}<p class="meta">… and {{ coll.findings|length - 30 }} more in default_vs_best.json.</p>{% endif %}
+{% else %}<p class="empty">At every point the default is within the noise of the best forced algorithm.</p>{% endif %}
+{% for name, png in coll_figures %}<h3>{{ name }}</h3><img alt="{{ name }}" src="data:image/png;base64,{{ png }}">{% endfor %}
+{% for dist, text in coll.rules.items() %}<details><summary>coll/tuned dynamic rules file, {{ dist }} (deployable: {{ rules_name(dist) }} beside this report)</summary><pre>{{ text }}</pre></details>{% endfor %}
+{% endif %}
+
 <h2>Trends</h2>
 {% if trend_figures %}
 <p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run.</p>
