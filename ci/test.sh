@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The test suite: install what is needed, then run every test (unit, integration with the real
+# The test suite: install what is needed, check the package with ruff and mypy (pinned in
+# pyproject.toml, configured there), then run every test (unit, integration with the real
 # local Slurm, ReFrame, EasyBuild dry-runs, gitlab-ci-local) with pytest.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$repo/ci/setup.sh"
 cd "$repo"
 source ci/env.sh
+.venv/bin/ruff check mpiregress
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -ra "$@"

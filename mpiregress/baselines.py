@@ -144,7 +144,8 @@ def parse(data: Any, path: Path) -> Baselines:
     for partition, methods in partitions.items():
         for method, placements in _mapping(path, f"references.{partition}", methods).items():
             if method not in METHODS:
-                raise _fail(path, f"references.{partition}.{method}", f"unknown build method (known: {', '.join(METHODS)})")
+                raise _fail(path, f"references.{partition}.{method}",
+                            f"unknown build method (known: {', '.join(METHODS)})")
             for placement, metrics in _mapping(path, f"references.{partition}.{method}", placements).items():
                 if placement not in PLACEMENTS:
                     raise _fail(path, f"references.{partition}.{method}.{placement}",

@@ -25,9 +25,9 @@ from reframe.core.exceptions import SanityError
 from reframe.core.launchers import LauncherWrapper
 
 from . import manifest, microarch, osu_output, paths
-from .reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
 from .errors import MpiRegressError
 from .names import MEASURED_ITERATIONS, METHODS, WARMUP_ITERATIONS
+from .reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
 
 GUARD_EXIT = 86  # the job script's exit code when the µarch guard refused the build
 

@@ -30,9 +30,11 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from .baselines import Baselines
 from .gate import format_value as fv
+from .manifest import Manifest
 from .names import METRICS
 from .results import Result
 from .series import Params, SeriesKey
+from .toolchain import Toolchain
 
 GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
@@ -42,6 +44,8 @@ MIN_GAP = 0.10   # below this two builds are "the same" whatever the noise says
 # A baseline is "far too lenient" when its band admits values this much worse than the best
 # build achieves: an ordinary 15 % band on a build 5 % behind the best is not worth a finding.
 LENIENT_GAP = 0.25
+# Methods whose manifest lists the whole dependency graph: a component missing there is missing.
+COMPLETE_STACKS = ("spack", "easybuild")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class Finding:
     threshold: float
     unit: str
     reference: Optional[float] = None
+    stack: str = ""           # how the methods' MPI stacks differ ("spack: UCX 1.17.0 without verbs"), if they do
 
     @property
     def placement(self) -> str:
@@ -76,10 +81,13 @@ class Finding:
     def sentence(self) -> str:
         where = f"{self.system}/{self.partition} {self.label} {self.metric}"
         if self.kind == "behind":
+            because = f"; the builds' MPI stacks differ: {self.stack}" if self.stack else ""
             return (f"{where}: {self.method} {fv(self.value)} {self.unit} is {self.gap:.0%} behind "
-                    f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})")
+                    f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})"
+                    f"{because}")
         if self.kind == "lenient":
-            return (f"{where}: the {self.method} baseline ({fv(self.reference)} {self.unit}) admits values down to "
+            return (f"{where}: the {self.method} baseline ({fv(self.reference or 0.0)} {self.unit}) admits values "
+                    f"down to "
                     f"{fv(self.value)} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
                     f"({fv(self.best_value)} {self.unit}): too lenient to catch a regression of {self.method}")
         return (f"{where}: the {self.method} baseline band ends at {fv(self.value)} {self.unit} but even the best "
@@ -122,10 +130,26 @@ def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey
     return max(z * math.sqrt(2) * level, min_gap)
 
 
+def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
+    """{method: "spack: UCX 1.17.0 without verbs; PMIx 5.0.3 (toolchain: 4.2.6)"} for each build
+    whose recorded MPI stack (manifest ``stack``) is not the toolchain's."""
+    from .builds.common import stack_problems
+
+    out: dict[str, str] = {}
+    for m in manifests:
+        problems = stack_problems(m.stack, toolchain, complete=m.method in COMPLETE_STACKS)
+        if problems:
+            out[m.method] = f"{m.method}: {'; '.join(problems)}"
+    return out
+
+
 def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mapping[SeriesKey, float]] = None,
-          z: float = Z, min_gap: float = MIN_GAP) -> list[Finding]:
-    """Every method behind the best method of its group by more than the noise, worst first."""
-    noise = noise or {}
+          z: float = Z, min_gap: float = MIN_GAP, stacks: Optional[Mapping[str, str]] = None) -> list[Finding]:
+    """Every method behind the best method of its group by more than the noise, worst first.
+
+    ``stacks`` (:func:`stack_differences`) names the stack differences of the two builds compared.
+    """
+    noise, stacks = noise or {}, stacks or {}
     findings = []
     for group, by_method in sorted(values.items()):
         if len(by_method) < 2:
@@ -138,8 +162,9 @@ def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mappin
             gap = _shortfall(metric, value, best_value)
             threshold = _threshold(group, (method, best_method), noise, z, min_gap)
             if gap > threshold:
+                stack = "; ".join(stacks[m] for m in (method, best_method) if m in stacks)
                 findings.append(Finding("behind", system, partition, benchmark, params, metric, method, value,
-                                        best_method, best_value, gap, threshold, METRICS[metric].unit))
+                                        best_method, best_value, gap, threshold, METRICS[metric].unit, stack=stack))
     return sorted(findings, key=lambda f: -f.gap)
 
 
@@ -163,10 +188,10 @@ def baseline_gaps(baselines: Iterable[Baselines], values: Mapping[GroupKey, Mapp
             gap = _shortfall(metric, limit, best_value)
             threshold = _threshold(group, (method, best_method), noise, z, min_gap)
             if gap > threshold:
-                findings.append(Finding("lenient", *group[:4], metric, method, limit,
+                findings.append(Finding("lenient", group[0], group[1], group[2], group[3], metric, method, limit,
                                         best_method, best_value, gap, threshold, ref.unit, reference=ref.value))
             elif all(METRICS[metric].worse(v, limit) for v in measured.values()):
-                findings.append(Finding("strict", *group[:4], metric, method, limit,
+                findings.append(Finding("strict", group[0], group[1], group[2], group[3], metric, method, limit,
                                         best_method, best_value, _shortfall(metric, best_value, limit), threshold,
                                         ref.unit, reference=ref.value))
     return sorted(findings, key=lambda f: (f.kind, -f.gap))

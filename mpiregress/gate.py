@@ -52,7 +52,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from .baselines import Baselines, Reference, for_system
 from .errors import ERROR, OK, REGRESSION
@@ -180,7 +180,7 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
     """
     metric = key.metric
     unit = unit or METRICS[metric].unit
-    common = dict(key=key, unit=unit, toolchain=toolchain, samples=len(new), history_runs=len(history))
+    common: dict[str, Any] = dict(key=key, unit=unit, toolchain=toolchain, samples=len(new), history_runs=len(history))
     if len(new) < config.min_samples:
         reason = f"only {len(new)} new sample(s), at least {config.min_samples} are needed to judge"
         return Verdict(verdict="error", reason=reason, **common)
@@ -209,7 +209,8 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
         return Verdict(verdict="error", value=x, reason=reason, **common)
     effect = _worse(metric, x, reference)
     limit = _at(metric, reference, band)
-    values = dict(value=x, reference=reference, limit=limit, band=band, effect=effect, basis=basis, **common)
+    values: dict[str, Any] = dict(value=x, reference=reference, limit=limit, band=band, effect=effect, basis=basis,
+                                  **common)
     summary = (f"{_fmt(x)} {unit} is {abs(effect):.1%} {'worse' if effect > 0 else 'better'} than "
                f"{_fmt(reference)} {unit}, {where}; band {band:.1%}")
     if basis == "history" and baseline is not None and _worse(metric, x, baseline.value) > baseline.tolerance:
@@ -255,7 +256,7 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
     for key, group in sorted(new_samples(results).items()):
         metric = key.metric
         toolchain = group[0].toolchain
-        common = dict(key=key, unit=group[0].unit or METRICS[metric].unit, toolchain=toolchain)
+        common: dict[str, Any] = dict(key=key, unit=group[0].unit or METRICS[metric].unit, toolchain=toolchain)
         errors = [r for r in group if r.status == "error"]
         if errors:
             reason = f"the check failed: {errors[0].reason or 'no reason given'}"

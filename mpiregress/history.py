@@ -439,7 +439,7 @@ class History:
         return ImportSummary(run_id, len(rows), created=True, accepted=accepted)
 
     def _refuse_toolchain_mix(self, results: Sequence[Result]) -> None:
-        seen: set[tuple] = set()
+        seen: set[SeriesKey] = set()
         for r in results:
             key = r.key()
             if key in seen:
@@ -467,7 +467,8 @@ class History:
              benchmark: Optional[str] = None, metric: Optional[str] = None, accepted: Optional[bool] = None,
              run_id: Optional[str] = None) -> list[Row]:
         """Measurement rows matching the given filters, oldest first."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         for column, value in (("m.system", system), ("m.partition", partition), ("m.method", method),
                               ("m.benchmark", benchmark), ("m.metric", metric), ("m.run_id", run_id)):
             if value is not None:
@@ -483,7 +484,7 @@ class History:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY m.time, m.id"
-        return [Row(*r[:2], bool(r[2]), *r[3:]) for r in self._db.execute(sql, args)]
+        return [Row(r[0], r[1], bool(r[2]), *r[3:]) for r in self._db.execute(sql, args)]
 
     def series_keys(self, accepted: Optional[bool] = True) -> list[SeriesKey]:
         """Every series that has rows (accepted ones only, by default)."""

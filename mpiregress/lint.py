@@ -1,18 +1,20 @@
-"""Toolchain lint: every build definition must agree with the toolchain file.
+"""Toolchain lint: every build definition must agree with the toolchain file and the systems data.
 
-``toolchains/<generation>.yaml`` is the single source of truth. This module reads
-the other places that repeat its facts -- the Spack environments, the OSU
-easyconfig, the EESSI and EasyBuild module names, the ReFrame environments and the
-baselines -- and reports each disagreement as ``path:line: message``. Line numbers
-come from PyYAML node marks (``yaml.compose``) for YAML files and from Python's
-``ast`` for the easyconfig, so a finding points at the line to edit.
-
-Everything here is read-only and needs no network, no Spack and no EasyBuild.
+``toolchains/<generation>.yaml`` holds the toolchain and its whole MPI stack;
+``systems/<name>.yaml`` holds each cluster's facts. The files derived from them
+(``mpiregress generate``) must be up to date, and what the build tools will really
+use must match: the Spack environments' requirements (followed through ``include:``),
+the dependency chain EasyBuild resolves (``eb --dry-run --robot``, offline), the OSU
+easyconfig, module names, ReFrame environments and baselines. Each disagreement is
+one ``path:line: message``; line numbers come from PyYAML node marks and Python's
+``ast``, so a finding points at the line to edit.
 """
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -20,8 +22,10 @@ from typing import Any, Iterable, Optional
 import archspec.cpu
 import yaml
 
-from . import microarch
+from . import generate, microarch
+from . import systems as systems_mod
 from . import toolchain as toolchain_mod
+from .errors import MpiRegressError
 
 # How Spack's openmpi package spells each MPI feature of the toolchain file
 # (spack-packages: repos/spack_repo/builtin/packages/openmpi/package.py).
@@ -32,6 +36,19 @@ SPACK_OPENMPI_FEATURES: dict[str, str] = {
     "slurm": "schedulers=slurm",
     "pmix": "~internal-pmix",
 }
+# What a missing UCX transport costs, for the finding's one sentence.
+TRANSPORT_EFFECT = {
+    "verbs": "UCX gets no InfiniBand transport and inter-node traffic goes over TCP",
+    "rc": "no reliable-connection InfiniBand transport",
+    "ud": "no unreliable-datagram InfiniBand transport (UCX's default at scale)",
+    "dc": "no dynamically-connected InfiniBand transport",
+    "mlx5_dv": "no mlx5 accelerated verbs",
+    "rdmacm": "no RDMA connection manager",
+    "cma": "intra-node messages lose single-copy CMA",
+}
+# Spack packages that must come from the site (spack-envs/site-example/).
+SITE_EXTERNALS = ("slurm", "rdma-core")
+BUILDCACHE_VAR = "$MPIREGRESS_SPACK_BUILDCACHE"
 
 OSU_EASYBUILD_NAME = "OSU-Micro-Benchmarks"
 # EasyBuild toolchains that contain gompi (foss = gompi + maths libraries).
@@ -102,6 +119,7 @@ class _Linter:
         ebtc = tc.data.get("easybuild_toolchain") or {}
         self.eb_tc_name = str(ebtc.get("name", "gompi"))
         self.eb_tc_version = str(ebtc.get("version", tc.name))
+        self.systems: list[systems_mod.System] = []
 
     # -- helpers -------------------------------------------------------------
 
@@ -189,56 +207,84 @@ class _Linter:
         if version and f"/versions/{version}/" not in init:
             self.add(path, self.tc_yaml.line("eessi", "init"),
                      f"EESSI init {init} is not the one of EESSI version {version}")
-        # The EESSI subdirectory forced on a partition must hold binaries its nodes can execute.
-        for part in self.tc.partitions():
-            if not part.eessi_subdir:
-                continue
-            subdir_target = microarch.from_eessi_subdir(part.eessi_subdir)
-            line = self.tc_yaml.line("partitions", part.system, part.partition)
-            if subdir_target not in archspec.cpu.TARGETS:
-                self.add(path, line, f"eessi_subdir {part.eessi_subdir}: {subdir_target} is not an archspec target")
-            elif not microarch.can_run(subdir_target, part.target):
-                self.add(path, line, f"eessi_subdir {part.eessi_subdir} holds {subdir_target} binaries, which "
-                                     f"{part.system}:{part.partition} ({part.target}) nodes cannot execute")
         modules = self.tc.data.get("modules") or {}
         for group, names in modules.items():
             for i, module in enumerate(names or []):
                 problem = self.module_problem(str(module))
                 if problem:
                     self.add(path, self.tc_yaml.line("modules", group, i), problem)
-        self.report.checked.append(f"{self._rel(path)} (EESSI module {eessi_module}, EESSI init and "
-                                   f"subdirectories per partition, module lists)")
+        self.report.checked.append(f"{self._rel(path)} (EESSI module {eessi_module}, EESSI init, "
+                                   f"module lists)")
+
+    # -- systems data ------------------------------------------------------------
+
+    def lint_systems(self) -> None:
+        """Each systems/<name>.yaml loads; its Spack is supported; its EESSI subdirectories run on its nodes."""
+        supported = self.tc.spack_versions
+        for path in sorted(systems_mod.systems_dir(self.root).glob("*.yaml")):
+            try:
+                system = systems_mod.load_file(path)
+            except MpiRegressError as err:
+                self.add(path, 1, str(err))
+                continue
+            self.systems.append(system)
+            doc = _Yaml(path)
+            version = system.spack_version
+            if "spack" in system.methods and not version:
+                self.add(path, doc.line("methods"), f"system {system.name} builds with Spack but names no "
+                                                    f"spack_version (supported: {', '.join(supported)})")
+            elif version and ".".join(version.split(".")[:2]) not in supported:
+                self.add(path, doc.line("spack_version"),
+                         f"Spack {version} is not a supported version (toolchain file, spack.versions: "
+                         f"{', '.join(supported)}): the environments are not written or checked for it")
+            for part in system.partitions:
+                line = doc.line("partitions", part.name, "eessi_subdir")
+                if not part.eessi_subdir or not part.target:
+                    continue
+                subdir_target = microarch.from_eessi_subdir(part.eessi_subdir)
+                if subdir_target not in archspec.cpu.TARGETS:
+                    self.add(path, line, f"eessi_subdir {part.eessi_subdir}: {subdir_target} is not an archspec target")
+                elif not microarch.can_run(subdir_target, part.target):
+                    self.add(path, line, f"eessi_subdir {part.eessi_subdir} holds {subdir_target} binaries, which "
+                                         f"{system.name}:{part.name} ({part.target}) nodes cannot execute")
+        names = ", ".join(s.name for s in self.systems) or "none"
+        self.report.checked.append(f"systems/ ({names}: Spack versions, EESSI subdirectories)")
+
+    def lint_derived(self) -> None:
+        """Files rendered from systems/ and the toolchain file are what `mpiregress generate` writes."""
+        judged = {f.path for f in self.report.findings}
+        if any(p.startswith("systems/") for p in judged):
+            self.report.checked.append("derived files: not compared (fix the systems/ findings first)")
+            return
+        try:
+            stale = generate.stale(self.root, self.tc.path)
+            orphans = generate.orphans(self.root, self.tc.path)
+        except MpiRegressError as err:
+            self.add(self.root / "systems", 1, str(err))
+            return
+        for item, why in stale:
+            if str(item.path) not in judged:   # a finding inside it already says what is wrong
+                self.add(self.root / item.path, 1, f"{why} with {item.template} and the data it renders "
+                                                   f"(systems/, {self._rel(self.tc.path)}): run 'mpiregress generate'")
+        for path in orphans:
+            self.add(self.root / path, 1, f"no system partition builds with Spack as {path.parent.name}: "
+                                          f"remove it, or add the partition to systems/")
+        self.report.checked.append("derived files (.gitlab-ci.yml, checks/config/site.yaml, spack-envs/: "
+                                   "up to date with systems/ and the toolchain file)")
 
     # -- Spack environments ----------------------------------------------------
 
-    def _partition_for_env(self, env_name: str) -> Optional[toolchain_mod.PartitionSpec]:
-        for spec in self.tc.partitions():
-            if env_name in _env_names(spec):
-                return spec
-        return None
-
     def lint_spack_envs(self) -> None:
-        env_root = self.root / "spack-envs"
-        files = sorted(env_root.glob("*/spack.yaml")) if env_root.is_dir() else []
-        covered = set()
+        parts = {p.key: p for s in self.systems if "spack" in s.methods for p in s.partitions if p.target}
+        files = sorted((self.root / "spack-envs").glob("*/spack.yaml"))
         for path in files:
-            part = self._partition_for_env(path.parent.name)
-            if part is None:
-                expected = ", ".join(n for p in self.tc.partitions() for n in _env_names(p))
-                self.add(path, 1, f"Spack environment '{path.parent.name}' matches no partition of the "
-                                  f"toolchain file (expected one of: {expected})")
-                continue
-            covered.add((part.system, part.partition))
-            self._lint_spack_env(path, part)
-        for part in self.tc.partitions():
-            if (part.system, part.partition) not in covered:
-                self.add(self.tc.path, self.tc_yaml.line("partitions", part.system, part.partition),
-                         f"no Spack environment for {part.system}:{part.partition} (target {part.target}): "
-                         f"expected {' or '.join(f'spack-envs/{n}/spack.yaml' for n in _env_names(part))}")
+            if path.parent.name in parts:
+                self._lint_spack_env(path, parts[path.parent.name])
         names = ", ".join(p.parent.name for p in files) or "none"
-        self.report.checked.append(f"spack-envs/ ({names}: OSU, compiler, MPI variants, targets, ci mapping)")
+        self.report.checked.append(f"spack-envs/ ({names}: OSU, compiler, MPI stack versions, UCX transports, "
+                                   f"targets, site externals, build cache, ci tags)")
 
-    def _lint_spack_env(self, path: Path, part: toolchain_mod.PartitionSpec) -> None:
+    def _lint_spack_env(self, path: Path, part: systems_mod.Partition) -> None:
         doc = self._load_yaml(path)
         if doc is None:
             return
@@ -246,88 +292,64 @@ class _Linter:
         if not isinstance(spack, dict):
             self.add(path, 1, "no top-level 'spack:' section")
             return
-        target = part.target
-        where = f"{part.system}:{part.partition}"
+        # The scopes Spack reads, highest priority first: the environment, then its includes.
+        scopes: list[tuple[Path, _Yaml, tuple[str, ...]]] = [(path, doc, ("spack",))]
+        for i, inc in enumerate(spack.get("include") or []):
+            inc_path = (path.parent / str(inc)).resolve()
+            inc_doc = self._load_yaml(inc_path) if inc_path.is_file() else None
+            if inc_doc is None:
+                if not inc_path.is_file():
+                    self.add(path, doc.line("spack", "include", i), f"include {inc} does not exist")
+                continue
+            scopes.append((inc_path, inc_doc, ()))
 
-        # Root spec: osu-micro-benchmarks@<osu> target=<t> %gcc@<compiler>, target before compiler.
-        specs = spack.get("specs") or []
-        index = next((i for i, s in enumerate(specs) if isinstance(s, str) and s.split("@")[0].strip()
-                      == self.tc.osu.get("name", "osu-micro-benchmarks")), None)
-        if index is None:
-            self.add(path, doc.line("spack", "specs"),
-                     f"no root spec for {self.tc.osu.get('name')}@{self.osu_version} in 'specs'")
-        else:
-            self._lint_root_spec(path, doc.line("spack", "specs", index), specs[index], target, where)
+        def package(name: str) -> tuple[Path, int, dict]:
+            """(file, line, settings) of the scope that defines packages:<name>."""
+            for spath, sdoc, prefix in scopes:
+                pkgs = _get(sdoc.data, *prefix, "packages") or {}
+                if isinstance(pkgs.get(name), dict):
+                    return spath, sdoc.line(*prefix, "packages", name, "require"), pkgs[name]
+            # Nowhere: the shared part (the last include) is where it belongs.
+            spath, sdoc, prefix = scopes[-1]
+            return spath, sdoc.line(*prefix, "packages"), {}
 
-        packages = spack.get("packages") or {}
-        # packages:all:require must pin the partition's target.
-        require = _strings((packages.get("all") or {}).get("require"))
-        targets = [t for s in require for t in _variant_values(s, "target")]
-        if not targets:
-            self.add(path, doc.line("spack", "packages", "all"),
-                     f"packages:all:require does not pin target={target} (a preference alone can be ignored)")
-        for t in targets:
-            if t != target:
-                self.add(path, doc.line("spack", "packages", "all", "require"),
-                         f"packages:all:require has target={t}, but {where} builds for target={target}")
+        target, where = str(part.target), f"{part.system}:{part.name}"
+        apath, aline, settings = package("all")
+        targets = [t for s in _strings(settings.get("require")) for t in _variant_values(s, "target")]
+        if targets != [target]:
+            found = ", ".join(f"target={t}" for t in targets) or "no target"
+            self.add(apath, aline, f"packages:all:require has {found}"
+                                   f", but {where} builds for target={target} (a preference alone can be ignored)")
 
-        # gcc pinned to the toolchain's compiler version.
-        gcc = _strings((packages.get(self.tc.compiler["name"]) or {}).get("require"))
-        versions = [v for s in gcc for v in _versions(s)]
-        if not versions:
-            self.add(path, doc.line("spack", "packages"),
-                     f"packages:{self.tc.compiler['name']}:require does not pin @{self.compiler_version}")
-        for v in versions:
-            if v != self.compiler_version:
-                self.add(path, doc.line("spack", "packages", self.tc.compiler["name"], "require"),
-                         f"{self.tc.compiler['name']}@{v}, the toolchain file says {self.compiler_version}")
-
-        self._lint_spack_mpi(path, doc, packages)
-
-        mirrors = spack.get("mirrors") or {}
-        if "buildcache-destination" not in mirrors:
-            self.add(path, doc.line("spack", "mirrors"),
-                     "no mirror named 'buildcache-destination' (spack ci generate needs it)")
-        self._lint_spack_ci(path, doc, spack.get("ci"), part)
-
-    def _lint_root_spec(self, path: Path, line: int, spec: str, target: str, where: str) -> None:
-        tokens = spec.split("^")[0].split()
-        name, _, version = tokens[0].partition("@")
-        if version.lstrip("=") != self.osu_version:
-            self.add(path, line, f"root spec {spec!r}: {name}@{version or '(any)'}, "
-                                 f"the toolchain file says {self.osu_version}")
-        spec_targets = _variant_values(spec.split("^")[0], "target")
-        if spec_targets != [target]:
-            found = ", ".join(f"target={t}" for t in spec_targets) or "no target"
-            self.add(path, line, f"root spec {spec!r}: {found}, but {where} builds for target={target}")
-        compilers = [t for t in tokens if t.startswith("%")]
         cname = self.tc.compiler["name"]
-        if not compilers:
-            self.add(path, line, f"root spec {spec!r}: no %{cname}@{self.compiler_version}")
-        for tok in compilers:
-            cn, _, cv = tok[1:].partition("@")
-            if cn != cname or cv.lstrip("=") != self.compiler_version:
-                self.add(path, line, f"root spec {spec!r}: compiler {tok}, the toolchain file says "
-                                     f"%{cname}@{self.compiler_version}")
-        tpos = next((i for i, t in enumerate(tokens) if t.startswith("target=")), None)
-        cpos = next((i for i, t in enumerate(tokens) if t.startswith("%")), None)
-        if tpos is not None and cpos is not None and tpos > cpos:
-            self.add(path, line, f"root spec {spec!r}: put target= before the compiler, "
-                                 f"or Spack reads it as part of the compiler")
+        cpath, cline, settings = package(cname)
+        versions = [v for s in _strings(settings.get("require")) for v in _versions(s)]
+        if versions != [self.compiler_version]:
+            self.add(cpath, cline, f"packages:{cname}:require pins {', '.join(versions) or 'no version'}, "
+                                   f"the toolchain file says {self.compiler_version}")
 
-    def _lint_spack_mpi(self, path: Path, doc: _Yaml, packages: dict) -> None:
+        mpath, mline, settings = package(self.tc.mpi["name"])
+        self._lint_spack_mpi(mpath, mline, " ".join(_strings(settings.get("require"))))
+        self._lint_spack_stack(package)
+
+        for name in SITE_EXTERNALS:
+            spath, sline, settings = package(name)
+            if settings.get("buildable") is not False:
+                self.add(spath, sline, f"packages:{name} must be 'buildable: false': it comes from the site "
+                                       f"(spack-envs/site-example/), never from a Spack build")
+
+        url = str(((spack.get("mirrors") or {}).get("buildcache-destination") or {}).get("url", ""))
+        if not url.startswith(BUILDCACHE_VAR + "/"):
+            self.add(path, doc.line("spack", "mirrors"),
+                     f"mirror buildcache-destination must be {BUILDCACHE_VAR}/<env> (found {url or 'none'}): "
+                     f"the site names its build cache, there is no default")
+        self._lint_spack_ci(path, doc, spack.get("ci"))
+
+    def _lint_spack_mpi(self, path: Path, line: int, text: str) -> None:
         mpi_name = self.tc.mpi["name"]
-        virtual = _strings((packages.get("mpi") or {}).get("require"))
-        if virtual and not any(s.split("@")[0].split()[0] == mpi_name for s in virtual if s.split()):
-            self.add(path, doc.line("spack", "packages", "mpi", "require"),
-                     f"packages:mpi:require is {virtual}, the toolchain file says {mpi_name}")
-        require = _strings((packages.get(mpi_name) or {}).get("require"))
-        line = doc.line("spack", "packages", mpi_name, "require")
-        if not require:
-            self.add(path, doc.line("spack", "packages"),
-                     f"packages:{mpi_name}:require does not pin {mpi_name}@{self.mpi_version}")
+        if not text:
+            self.add(path, line, f"packages:{mpi_name}:require does not pin {mpi_name}@{self.mpi_version}")
             return
-        text = " ".join(require)
         versions = _versions(text)
         if not versions:
             self.add(path, line, f"{mpi_name} requirement {text!r} has no version, "
@@ -351,41 +373,40 @@ class _Linter:
                 self.add(path, line, f"{mpi_name} built with {tok}, the toolchain file says "
                                      f"{self.tc.compiler['name']}@{self.compiler_version}")
 
-    def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any, part: toolchain_mod.PartitionSpec) -> None:
-        target = part.target
-        if not isinstance(ci, dict) or not isinstance(ci.get("pipeline-gen"), list):
+    def _lint_spack_stack(self, package: Any) -> None:
+        """Every stack component pinned to the toolchain's version; UCX with exactly the toolchain's transports."""
+        for name, component in self.tc.stack.items():
+            spack_name = str(component.get("spack", name))
+            spath, sline, settings = package(spack_name)
+            text = " ".join(_strings(settings.get("require")))
+            versions = _versions(text)
+            if versions != [str(component["version"])]:
+                self.add(spath, sline, f"packages:{spack_name}:require pins {', '.join(versions) or 'no version'}, "
+                                       f"the toolchain file (stack.{name}) says {component['version']}")
+            tokens = text.split()
+            for variant, wanted in (self.tc.transports.get(name) or {}).items():
+                want, other = ("+", "~") if wanted else ("~", "+")
+                if f"{want}{variant}" in tokens:
+                    continue
+                found = f"requires {other}{variant}" if f"{other}{variant}" in tokens else f"lacks {want}{variant}"
+                effect = TRANSPORT_EFFECT.get(variant, "a transport gompi/2023b has") if wanted \
+                    else "a transport gompi/2023b does not have"
+                self.add(spath, sline, f"{spack_name} {found}, the toolchain file (transports.{name}.{variant}) "
+                                       f"says {want}{variant}: {effect}")
+
+    def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any) -> None:
+        """`spack ci generate` gives every job it makes runner tags (the rest of ci: is rendered from systems/)."""
+        sections = ci.get("pipeline-gen") if isinstance(ci, dict) else None
+        if not isinstance(sections, list):
             self.add(path, doc.line("spack", "ci"), "no ci:pipeline-gen section for spack ci generate")
             return
-        matched, fallback = False, False
-        for i, section in enumerate(ci["pipeline-gen"]):
-            if not isinstance(section, dict):
-                continue
-            if "build-job" in section and (section["build-job"] or {}).get("tags"):
-                fallback = True
-            for j, entry in enumerate(section.get("submapping") or []):
-                for k, match in enumerate(entry.get("match") or []):
-                    for t in _variant_values(str(match), "target"):
-                        mline = doc.line("spack", "ci", "pipeline-gen", i, "submapping", j, "match", k)
-                        if t != target:
-                            self.add(path, mline, f"ci submapping matches target={t}, but "
-                                                  f"{part.system}:{part.partition} builds for target={target}")
-                            continue
-                        matched = True
-                        params = str(((entry.get("build-job") or {}).get("variables") or {})
-                                     .get("SCHEDULER_PARAMETERS", ""))
-                        found = re.findall(r"--constraint[= ](\S+)", params)
-                        if part.constraint and found != [part.constraint]:
-                            self.add(path, doc.line("spack", "ci", "pipeline-gen", i, "submapping", j,
-                                                    "build-job"),
-                                     f"build jobs for target={target} must run with "
-                                     f"--constraint={part.constraint} (SCHEDULER_PARAMETERS has "
-                                     f"{', '.join(found) or 'none'})")
-        if not matched:
-            self.add(path, doc.line("spack", "ci", "pipeline-gen"),
-                     f"no ci submapping matches target={target}: its build jobs would get no runner tags")
-        if not fallback:
-            self.add(path, doc.line("spack", "ci", "pipeline-gen"),
-                     "no fallback build-job with tags: a spec that matches no submapping gets no runner tags")
+        tagged = {k for s in sections if isinstance(s, dict) for k, v in s.items()
+                  if isinstance(v, dict) and v.get("tags")}
+        for kind in ("build-job", "reindex-job", "any-job"):
+            if kind not in tagged:
+                self.add(path, doc.line("spack", "ci", "pipeline-gen"),
+                         f"no {kind} section with tags: the jobs spack ci generate makes for it would run "
+                         f"on any runner")
 
     # -- easyconfigs ---------------------------------------------------------------
 
@@ -426,11 +447,11 @@ class _Linter:
         tcname = tc.get("name") if isinstance(tc, dict) else None
         tcversion = tc.get("version") if isinstance(tc, dict) else None
 
+        if name != OSU_EASYBUILD_NAME:
+            return None   # a stack easyconfig: judged by what EasyBuild resolves (lint_easybuild_stack)
         if tcname is not None and (tcname not in GOMPI_FAMILY or str(tcversion) != self.eb_tc_version):
             self.add(path, params["toolchain"].lineno,
                      f"toolchain {tcname}/{tcversion}, the toolchain file says {self.eb_tc_name}/{self.eb_tc_version}")
-        if name != OSU_EASYBUILD_NAME:
-            return None
         if str(version) != self.osu_version:
             self.add(path, params["version"].lineno if "version" in params else 1,
                      f"version {version!r}, the toolchain file says OSU {self.osu_version}")
@@ -449,7 +470,7 @@ class _Linter:
                 elif isinstance(elt, ast.Constant):
                     tarballs.append(str(elt.value).replace("%(namelower)s", str(name).lower())
                                     .replace("%(version)s", str(version)))
-        if tarballs and tarballs[0] != self.tc.osu.get("tarball"):
+        if sources is not None and tarballs and tarballs[0] != self.tc.osu.get("tarball"):
             self.add(path, sources.lineno,
                      f"source {tarballs[0]}, the toolchain file says {self.tc.osu.get('tarball')}")
 
@@ -463,13 +484,64 @@ class _Linter:
                      f"no sha256 checksum for the source; the toolchain file says {sha}")
         elif consts[0].value != sha:
             self.add(path, consts[0].lineno,
-                     f"checksum {consts[0].value} for {tarballs[0] if tarballs else 'the source'}, "
+                     f"checksum {consts[0].value!s} for {tarballs[0] if tarballs else 'the source'}, "
                      f"the toolchain file says sha256 {sha}")
 
         expected_file = f"{name}-{version}-{tcname}-{tcversion}.eb"
         if path.name != expected_file:
             self.add(path, 1, f"file name should be {expected_file} (EasyBuild finds easyconfigs by name)")
         return f"{name}/{version}-{tcname}-{tcversion}"
+
+    # -- EasyBuild's resolved stack ------------------------------------------------------
+
+    def lint_easybuild_stack(self, enabled: Optional[bool]) -> None:
+        """Compare the chain ``eb <osu ec> --dry-run --robot`` resolves with the toolchain's stack.
+
+        ``enabled`` None: when ``eb`` is on PATH; True: always (a missing ``eb`` is a finding);
+        False: never.
+        """
+        from .builds import easybuild
+
+        if enabled is False or (enabled is None and shutil.which("eb") is None):
+            self.report.checked.append("EasyBuild's resolved stack: not compared (no 'eb' on PATH; "
+                                       "the lint:easybuild job compares it)")
+            return
+        try:
+            ec = easybuild.easyconfig_for(self.tc, self.root)
+            with tempfile.TemporaryDirectory(prefix="mpiregress-lint-eb-") as tmp:
+                chain = easybuild.dependency_chain(ec, prefix=Path(tmp), root=self.root)
+        except MpiRegressError as err:
+            self.add(self.root / "easyconfigs", 1, f"EasyBuild cannot resolve the OSU easyconfig: {err}")
+            return
+        resolved = easybuild.stack_versions(chain)
+        by_name = {str(c.get("easybuild", n)): (n, c) for n, c in self.tc.stack.items()}
+        for eb_name, (name, component) in by_name.items():
+            found = resolved.get(eb_name)
+            if found is None:
+                self.add(self.tc.path, self.tc_yaml.line("stack", name),
+                         f"EasyBuild's {self.eb_tc_name}/{self.eb_tc_version} chain has no {eb_name}, "
+                         f"the toolchain file (stack.{name}) says {component['version']}")
+            elif found["version"] != str(component["version"]):
+                declared = self._declaring_easyconfig(chain, eb_name)
+                self.add(declared[0], declared[1],
+                         f"EasyBuild resolves {found['module']}, the toolchain file (stack.{name}) says "
+                         f"{eb_name} {component['version']}")
+        self.report.checked.append(f"EasyBuild's resolved stack ({len(chain)} easyconfigs; "
+                                   f"{', '.join(by_name)} as in stack:)")
+
+    def _declaring_easyconfig(self, chain: list, eb_name: str) -> tuple[Path, int]:
+        """The easyconfig in the chain that lists ``eb_name`` as a dependency, and that line."""
+        pattern = re.compile(r"""\(\s*['"]""" + re.escape(eb_name) + r"""['"]\s*,""")
+        for dep in chain:
+            path = Path(dep.easyconfig)
+            try:
+                lines = path.read_text().splitlines()
+            except OSError:
+                continue
+            for number, text in enumerate(lines, 1):
+                if pattern.search(text) and not dep.module.startswith(eb_name + "/"):
+                    return path, number
+        return self.tc.path, self.tc_yaml.line("stack")
 
     # -- ReFrame site configuration --------------------------------------------------
 
@@ -502,33 +574,7 @@ class _Linter:
                     self.add(path, doc.line("environments", i, "env_vars", var if isinstance(env_vars, dict) else k),
                              f"environment {env.get('name')}: {problem}")
 
-        # Partitions that land on a node generation must say so with the toolchain's constraint.
-        systems = {s.get("name"): (i, s) for i, s in enumerate(doc.data.get("systems") or []) if isinstance(s, dict)}
-        for part in self.tc.partitions():
-            if part.system not in systems:
-                continue
-            si, system = systems[part.system]
-            parts = {p.get("name"): (j, p) for j, p in enumerate(system.get("partitions") or [])
-                     if isinstance(p, dict)}
-            if part.partition not in parts:
-                self.add(path, doc.line("systems", si, "partitions"),
-                         f"system {part.system} has no partition '{part.partition}' (the toolchain file "
-                         f"builds target {part.target} for it)")
-                continue
-            pj, rpart = parts[part.partition]
-            access = [str(a) for a in rpart.get("access") or []]
-            found = [m for a in access for m in re.findall(r"--constraint[= ](\S+)", a)]
-            if part.constraint and part.constraint not in found:
-                now = f"has --constraint={', '.join(found)}" if found else "lands on any node"
-                self.add(path, doc.line("systems", si, "partitions", pj, "access"),
-                         f"partition {part.system}:{part.partition} {now}, the toolchain file says "
-                         f"--constraint={part.constraint} (its builds target {part.target})")
-            elif not part.constraint and found:
-                self.add(path, doc.line("systems", si, "partitions", pj, "access"),
-                         f"partition {part.system}:{part.partition} has --constraint={found[0]}, "
-                         f"the toolchain file has no constraint for it")
-        self.report.checked.append(
-            f"checks/config/site.yaml ({count} environments: module names; partition constraints)")
+        self.report.checked.append(f"checks/config/site.yaml ({count} environments: module names)")
 
     def _env_var_problem(self, var: str, value: str) -> Optional[str]:
         """Judge EasyBuild-style version variables a ReFrame environment may set."""
@@ -546,8 +592,8 @@ class _Linter:
         base = self.root / "baselines"
         files = sorted(base.glob("*.yaml")) if base.is_dir() else []
         known = {}
-        for part in self.tc.partitions():
-            known.setdefault(part.system, []).append(part.partition)
+        for system in self.systems:
+            known[system.name] = [p.name for p in system.partitions]
         for path in files:
             doc = self._load_yaml(path)
             if doc is None or not isinstance(doc.data, dict):
@@ -556,23 +602,26 @@ class _Linter:
             if str(tcname) != self.tc.name:
                 self.add(path, doc.line("toolchain"),
                          f"toolchain {tcname!r}, the toolchain file is {self.tc.name!r}")
-            system = doc.data.get("system")
+            name = str(doc.data.get("system"))
+            if name not in known:
+                self.add(path, doc.line("system"), f"system {name!r} has no systems/{name}.yaml")
             refs = doc.data.get("references")
-            if system in known and isinstance(refs, dict):
+            if name in known and isinstance(refs, dict):
                 for partition in refs:
-                    if partition not in known[system]:
+                    if partition not in known[name]:
                         self.add(path, doc.line("references", partition),
-                                 f"references for {system}:{partition}, a partition the toolchain file "
-                                 f"does not have (known: {', '.join(known[system])})")
+                                 f"references for {name}:{partition}, a partition the toolchain file "
+                                 f"does not have (known: {', '.join(known[name])})")
         names = ", ".join(p.name for p in files) or "none"
         self.report.checked.append(f"baselines/ ({names}: toolchain field, partitions)")
 
 
 # -- small parsers -----------------------------------------------------------------------------
 
-def _env_names(part: toolchain_mod.PartitionSpec) -> list[str]:
-    """Spack environment directory names for a partition: ``<system>-<partition>`` or ``<system>-<target>``."""
-    return list(dict.fromkeys([f"{part.system}-{part.partition}", f"{part.system}-{part.target}"]))
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _strings(value: Any) -> list[str]:
@@ -616,20 +665,25 @@ def _literal(node: Optional[ast.expr]) -> Any:
         return None
 
 
-def lint(root: Path, toolchain_path: Optional[Path] = None) -> Report:
-    """Compare every build definition under ``root`` with the toolchain file.
+def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None) -> Report:
+    """Compare every build definition under ``root`` with the toolchain file and the systems data.
 
-    ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``. A toolchain file
-    that cannot be loaded raises InputError (the lint cannot judge anything without it).
+    ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``; ``easybuild``: compare
+    EasyBuild's resolved stack (None: when ``eb`` is on PATH). A toolchain file that cannot
+    be loaded raises InputError (the lint cannot judge anything without it).
     """
     root = Path(root)
     tc = toolchain_mod.load(Path(toolchain_path) if toolchain_path else root / "toolchains" / "2023b.yaml")
     linter = _Linter(root, tc)
     linter.lint_toolchain_file()
+    linter.lint_systems()
     linter.lint_spack_envs()
     linter.lint_easyconfigs()
+    linter.lint_easybuild_stack(easybuild)
     linter.lint_reframe_config()
     linter.lint_baselines()
+    linter.lint_derived()
+    linter.report.findings = list(dict.fromkeys(linter.report.findings))
     return linter.report
 
 

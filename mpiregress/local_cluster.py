@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import jinja2
 
@@ -50,7 +50,8 @@ IN_USE_LOCK = "in-use.lock"
 
 
 def default_state_dir() -> Path:
-    """Where the local cluster keeps its files: ``$MPIREGRESS_LOCAL_CLUSTER_DIR``, else ``<state_dir>/local-cluster``."""
+    """Where the local cluster keeps its files: ``$MPIREGRESS_LOCAL_CLUSTER_DIR``, else
+    ``<state_dir>/local-cluster``."""
     explicit = os.environ.get("MPIREGRESS_LOCAL_CLUSTER_DIR")
     return Path(explicit).resolve() if explicit else paths.state_dir() / "local-cluster"
 
@@ -458,10 +459,11 @@ class LocalCluster:
         with open(out, "ab") as log:
             # The program forks into the background and its first process exits; errors
             # before it opens its own log (bad config, port in use) land in `out`.
-            kwargs = {"user": user, "group": user, "extra_groups": []} if user else {}
+            kwargs: dict[str, Any] = {"user": user, "group": user, "extra_groups": []} if user else {}
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     env={**os.environ, **self.client_env()}, cwd=self.state_dir,
                                     start_new_session=True, **kwargs)
+            code: int | str
             try:
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

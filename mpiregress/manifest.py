@@ -19,6 +19,8 @@ from .errors import InputError
 from .names import METHODS
 
 SCHEMA = "mpiregress-manifest/1"
+# Where OSU 7.2 installs its benchmarks under a prefix, whichever method built it.
+BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
 _REQUIRED = ("method", "toolchain", "osu_version", "target", "prefix", "bin_dir")
 
 
@@ -38,9 +40,16 @@ class Manifest:
     compiler: dict[str, str] = field(default_factory=dict)   # {"name": "gcc", "version": "13.2.0"}
     mpi: dict[str, str] = field(default_factory=dict)        # {"name": "openmpi", "version": "4.1.6"}
     build_host: dict[str, str] = field(default_factory=dict) # {"hostname", "target", "model"}
-    env: dict[str, Any] = field(default_factory=dict)        # {"setup": [shell lines], "modules": [...], "env_vars": {...}}
-    extra: dict[str, Any] = field(default_factory=dict)      # method-specific records (spack hash, eb log, EESSI subdir)
+    # {"setup": [shell lines], "modules": [...], "env_vars": {...}}
+    env: dict[str, Any] = field(default_factory=dict)
+    # method-specific records (spack hash, eb log, EESSI subdir)
+    extra: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The MPI stack under OpenMPI as this build really has it: {"ucx": {"version": "1.15.0",
+    # "transports": [...], "from": "eb --dry-run --robot"}, "pmix": {...}, ...}
+    stack: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The project's own MPI programs built with it (checks/src/<name>/): {"linktest": "<path>"}
+    programs: dict[str, str] = field(default_factory=dict)
     created: str = ""
     schema: str = SCHEMA
     path: Optional[str] = None        # where it was read from; not written
@@ -48,6 +57,13 @@ class Manifest:
     def binary(self, benchmark: str, kind: str = "pt2pt") -> Path:
         """Path of an OSU benchmark binary, e.g. ``binary('osu_latency')``."""
         return Path(self.bin_dir) / kind / benchmark
+
+    def program(self, name: str) -> Path:
+        """Path of one of the project's programs (``checks/src/<name>``) built with this build."""
+        if name not in self.programs:
+            raise InputError(f"manifest {self.path or self.method + '-' + self.target}: no program {name!r} "
+                             f"(built: {', '.join(self.programs) or 'none'}); rebuild with 'mpiregress build'")
+        return Path(self.programs[name])
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -1,17 +1,20 @@
 """The project's vocabulary: placements, build methods, systems and metrics.
 
-Every module, check, baseline file and report uses these names (see DESIGN.md in
-the steering repository's shared folder), so a typo in a YAML file is caught
-against this list instead of silently creating a new series.
+Every module, check, baseline file and report uses these names (docs/architecture.md),
+so a typo in a YAML file is caught against this list instead of silently
+creating a new series.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+from . import systems as _systems
+
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
-SYSTEMS: tuple[str, ...] = ("iris", "aion", "local")
+# One per systems/<name>.yaml: adding a cluster is adding its data file.
+SYSTEMS: tuple[str, ...] = _systems.names()
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,12 @@ class Pt2PtMetric:
     size: int
 
 
-# The seed study's two point-to-point measurements (DESIGN.md): 8 KiB latency, 1 MiB bandwidth.
+# The seed study's two point-to-point measurements (seed report 000): 8 KiB latency, 1 MiB bandwidth.
 PT2PT: dict[str, Pt2PtMetric] = {
     "latency": Pt2PtMetric("latency", "osu_latency", 8192),
     "bandwidth": Pt2PtMetric("bandwidth", "osu_bw", 1048576),
 }
 
-# 100 warm-up and 1000 measured iterations, as in the seed study (DESIGN.md).
+# 100 warm-up and 1000 measured iterations, as in the seed study (docs/architecture.md).
 WARMUP_ITERATIONS = 100
 MEASURED_ITERATIONS = 1000

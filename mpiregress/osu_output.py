@@ -18,8 +18,10 @@ _COLUMN_SPLIT = re.compile(r"\s{2,}|(?<=\))\s+(?=[A-Z])")
 
 # How launchers say that a rank died of a signal (mpirun/ORTE, srun, a shell).
 _SIGNAL_PATTERNS = (
-    re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) exited on signal (?P<sig>\d+) \((?P<name>[^)]*)\)"),
-    re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,\-]+): (?P<name>[A-Z][\w ]*?)(?: \(core dumped\))?$", re.M),
+    re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
+               r"exited on signal (?P<sig>\d+) \((?P<name>[^)]*)\)"),
+    re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<rank>[\d,\-]+): "
+               r"(?P<name>[A-Z][\w ]*?)(?: \(core dumped\))?$", re.M),
 )
 _NEEDS_TWO = "This test requires exactly two processes"
 _CANCELLED = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"

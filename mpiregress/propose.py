@@ -108,7 +108,8 @@ def layout_of(text: str) -> Layout:
             break
         header.append(line)
     layout.header = "\n".join(header)
-    section, path, record = None, [], None
+    section, record = None, None
+    path: list[str] = []
     for line in lines[len(header):]:
         stripped = line.lstrip(" ")
         if not stripped or stripped.startswith("#"):

@@ -15,11 +15,11 @@ from typing import Any
 from . import inputs, osu_output
 from .errors import InputError
 from .names import METRICS, PT2PT
+from .results import Result
 
 # A sanity failure that means "this measurement does not apply here" (coll/tuned not in charge, so a
 # forced algorithm measures nothing): a check's sanity reason with this prefix becomes a skip.
 NOT_APPLICABLE = "not applicable: "
-from .results import Result
 
 
 # Fields every case of the project's checks carries, as text.

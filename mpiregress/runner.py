@@ -14,9 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from . import (baselines, manifest, microarch, osu_output, paths, reframe_report, results, run_folder,
-               summary, toolchain, verdict)
+from . import (
+    baselines,
+    manifest,
+    microarch,
+    osu_output,
+    paths,
+    reframe_report,
+    results,
+    run_folder,
+    summary,
+    toolchain,
+    verdict,
+)
 from .builds import BuildOptions
+from .builds.common import program_sources
 from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
 from .names import METHODS, METRICS, PLACEMENTS, PT2PT
 
@@ -124,7 +136,8 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
     planned = opts.report_dir / "planned-manifests"
     planned.mkdir(parents=True, exist_ok=True)
     for existing in manifest.find_all(opts.manifest_dir):
-        shutil.copy(existing.path, planned / Path(existing.path).name)
+        if existing.path:
+            shutil.copy(existing.path, planned / Path(existing.path).name)
     targets = ([p.target for p in tc.partitions() if p.system == opts.system]
                if opts.system != "local" else [microarch.host_target()])
     for method in methods:
@@ -134,7 +147,8 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
             prefix = f"/planned/{method}/{target}"
             manifest.write(manifest.Manifest(
                 method=method, toolchain=tc.name, osu_version=tc.osu["version"], target=target,
-                prefix=prefix, bin_dir=f"{prefix}/libexec/osu-micro-benchmarks/mpi",
+                prefix=prefix, bin_dir=str(Path(prefix) / manifest.BIN_SUBDIR),
+                programs={src.name: f"{prefix}/programs/bin/{src.name}" for src in program_sources()},
                 extra={"planned": True},
                 notes=["planned by --dry-run: not built; only used to write job scripts"]), planned)
     return planned

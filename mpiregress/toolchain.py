@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import inputs, microarch
+from . import inputs
 from .errors import InputError
 
 SCHEMA = "mpiregress-toolchain/1"
@@ -47,12 +47,36 @@ class Toolchain:
     def eessi(self) -> dict[str, str]:
         return self.data["eessi"]
 
+    @property
+    def stack(self) -> dict[str, dict[str, str]]:
+        """The MPI stack under OpenMPI: {component: {version, easybuild, spack}}."""
+        return dict(self.data.get("stack") or {})
+
+    @property
+    def transports(self) -> dict[str, dict[str, Any]]:
+        """Required (true) and forbidden (false) transports, per component (``ucx``, ``pmix``)."""
+        return dict(self.data.get("transports") or {})
+
+    @property
+    def spack_versions(self) -> list[str]:
+        """Spack release series (``0.23``, ``1.1``) the Spack environments are written for."""
+        return [str(v) for v in (self.data.get("spack") or {}).get("versions") or []]
+
     def partitions(self) -> list[PartitionSpec]:
-        return [
-            PartitionSpec(system, name, spec["target"], spec.get("constraint", ""), spec.get("eessi_subdir", ""))
-            for system, parts in self.data["partitions"].items()
-            for name, spec in parts.items()
-        ]
+        """Every cluster partition with a fixed build target, from the systems data (systems/*.yaml)."""
+        from . import systems
+
+        return [PartitionSpec(p.system, p.name, p.target, p.constraint, p.eessi_subdir)
+                for system in systems.load_all(self.root) for p in system.partitions if p.target]
+
+    @property
+    def root(self) -> Path:
+        """The checkout this toolchain file belongs to (``<root>/toolchains/<name>.yaml``), whose
+        systems/ it pairs with; the installed checkout for a toolchain file elsewhere."""
+        from .paths import REPO_ROOT
+
+        candidate = self.path.resolve().parent.parent
+        return candidate if (candidate / "systems").is_dir() else REPO_ROOT
 
     def partition(self, system: str, partition: str) -> PartitionSpec:
         for spec in self.partitions():
@@ -69,24 +93,22 @@ def load(path: Path) -> Toolchain:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise InputError(f"toolchain file {path}: 'schema' must be '{SCHEMA}'")
     for key in ("compiler.name", "compiler.version", "mpi.name", "mpi.version", "osu.version",
-                "osu.sha256", "osu.tarball", "eessi.version", "eessi.module", "partitions"):
+                "osu.sha256", "osu.tarball", "eessi.version", "eessi.module", "stack", "transports",
+                "spack.versions"):
         node: Any = data
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node in (None, "", {}):
             raise InputError(f"toolchain file {path}: '{key}' is missing")
-    for key in ("compiler", "mpi", "osu", "eessi", "partitions"):
+    for key in ("compiler", "mpi", "osu", "eessi", "stack", "transports", "spack"):
         if not isinstance(data[key], dict):
             raise InputError(f"toolchain file {path}: '{key}' must be a mapping, found {type(data[key]).__name__}")
-    for system, parts in data["partitions"].items():
-        if not isinstance(parts, dict) or not all(
-                isinstance(spec, dict) and isinstance(spec.get("target"), str) for spec in parts.values()):
-            raise InputError(f"toolchain file {path}: 'partitions.{system}' must map each partition to a "
-                             "mapping with a 'target'")
-    toolchain = Toolchain(path, data)
-    for spec in toolchain.partitions():
-        microarch.lookup(spec.target)
-    return toolchain
+    if "partitions" in data:
+        raise InputError(f"toolchain file {path}: 'partitions' moved to the systems data (systems/<name>.yaml)")
+    for name, component in data["stack"].items():
+        if not isinstance(component, dict) or not component.get("version"):
+            raise InputError(f"toolchain file {path}: 'stack.{name}.version' is missing")
+    return Toolchain(path, data)
 
 
 def default_path() -> Path:

@@ -126,7 +126,8 @@ def place(placement: str, topology: Topology, num_nodes: int = 2,
                 first = numa[domains[0]][0]
                 second = numa[domains[1]][0]
                 return Binding(placement, ((0, first), (0, second)))
-        return Unavailable(placement, f"no socket holds two NUMA nodes ({shape}): same socket/different NUMA does not exist here")
+        return Unavailable(placement, f"no socket holds two NUMA nodes ({shape}): "
+                                      f"same socket/different NUMA does not exist here")
     if placement == "cross_socket":
         if len(sockets) >= 2:
             ids = sorted(sockets)
@@ -190,7 +191,8 @@ def verify_distribution(text: str, nprocs: int, nodes: int, distribution: str, t
     hosts = [node for node, task, _ in reported if task % per_node == 0]
     for node, task, _ in reported:
         if node != hosts[task // per_node]:
-            return f"{distribution} asked for blocks of {per_node} consecutive ranks per node; rank {task} ran on {node}"
+            return (f"{distribution} asked for blocks of {per_node} consecutive ranks per node; "
+                    f"rank {task} ran on {node}")
     if len(set(hosts)) != nodes:
         return f"{distribution} asked for {nodes} node(s), the ranks ran on {sorted(set(hosts))}"
     sockets = topology.sockets() if topology else {}
@@ -201,13 +203,16 @@ def verify_distribution(text: str, nprocs: int, nodes: int, distribution: str, t
         mine = [cpus for _, task, cpus in reported if task // per_node == node_index]
         owners = [{topology.socket_of.get(cpu) for cpu in cpus} for cpus in mine] if topology else []
         if any(len(o) != 1 for o in owners):
-            return f"a rank on {hosts[node_index]} is bound across sockets ({distribution} binds each rank to one core)"
+            return (f"a rank on {hosts[node_index]} is bound across sockets ({distribution} binds each rank "
+                    f"to one core)")
         order = [o.pop() for o in owners]
         ids = sorted(sockets)
         if within == "cyclic":
             expected = [ids[i % len(ids)] for i in range(len(order))]
             if order != expected:
-                return f"block:cyclic asked for ranks dealt over sockets {ids} in turn; Slurm placed them on sockets {order}"
-        elif order != sorted(order):
-            return f"block:block asked for consecutive ranks on one socket before the next; Slurm placed them on sockets {order}"
+                return (f"block:cyclic asked for ranks dealt over sockets {ids} in turn; "
+                        f"Slurm placed them on sockets {order}")
+        elif order != sorted(order, key=lambda s: -1 if s is None else s):
+            return (f"block:block asked for consecutive ranks on one socket before the next; "
+                    f"Slurm placed them on sockets {order}")
     return None

@@ -77,3 +77,30 @@ def test_a_band_no_build_meets_is_stale_not_every_build_broken():
     aion_like = [result(m, v, metric="latency") for m, v in (("eessi", 0.57), ("easybuild", 0.59), ("source", 0.59))]
     [finding] = consistency.baseline_gaps([book], consistency.method_values(aion_like))
     assert finding.kind == "strict" and "stale" in finding.sentence()
+
+
+def test_a_stack_difference_is_named_in_the_finding():
+    """The Spack build of a real Spack 0.23 concretization (UCX 1.16 without the InfiniBand
+    transports) is behind EasyBuild: the finding says why the stacks differ."""
+    import json
+    from pathlib import Path
+
+    from mpiregress import toolchain
+    from mpiregress.builds.spack import manifest_from_spec
+    from mpiregress.manifest import Manifest
+
+    tc = toolchain.load(toolchain.default_path())
+    data = json.loads((Path(__file__).parent / "data" / "spack_osu_spec_v4_broadwell.json").read_text())
+    spack = manifest_from_spec(data, "/opt/spack/osu", tc)
+    eb_stack = {name: {"version": str(c["version"])} for name, c in tc.stack.items()}
+    easybuild = Manifest(method="easybuild", toolchain="2023b", osu_version="7.2", target="broadwell",
+                         prefix="/x", bin_dir="/x", stack=eb_stack)
+    stacks = consistency.stack_differences([spack, easybuild], tc)
+    assert stacks == {"spack": "spack: UCX 1.16.0 (toolchain: 1.15.0); UCX 1.16.0 without rc, ud, dc, mlx5_dv; "
+                               "PMIx 5.0.3 (toolchain: 4.2.6); hwloc 2.11.1 (toolchain: 2.9.2); no libfabric; no UCC"}
+    values = consistency.method_values([result("easybuild", 12000.0), result("spack", 3000.0)])
+    finding, = consistency.check(values, stacks=stacks)
+    assert finding.method == "spack" and finding.best_method == "easybuild"
+    assert finding.sentence().endswith("; the builds' MPI stacks differ: " + stacks["spack"])
+    same, = consistency.check(values)
+    assert "stacks differ" not in same.sentence()

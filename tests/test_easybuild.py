@@ -179,7 +179,10 @@ def _recorded_install(tmp_path: Path, cflags: str = "") -> Path:
 def test_manifest_from_recorded_broadwell_build(tc, tmp_path: Path):
     installpath = _recorded_install(tmp_path)
     records = eb.read_records(installpath, MODULE)
+    stack = ["hwloc/2.9.2-GCCcore-13.2.0", "libevent/2.1.12-GCCcore-13.2.0", "UCX/1.15.0-GCCcore-13.2.0",
+             "libfabric/1.19.0-GCCcore-13.2.0", "PMIx/4.2.6-GCCcore-13.2.0", "UCC/1.2.0-GCCcore-13.2.0"]
     chain = [eb.Dependency("GCC/13.2.0", "GCC-13.2.0.eb", True),
+             *(eb.Dependency(m, m.replace("/", "-") + ".eb", True) for m in stack),
              eb.Dependency("OpenMPI/4.1.6-GCC-13.2.0", "OpenMPI-4.1.6-GCC-13.2.0.eb", True),
              eb.Dependency("gompi/2023b", "gompi-2023b.eb", True),
              eb.Dependency(MODULE, str(EC), False)]
@@ -197,6 +200,11 @@ def test_manifest_from_recorded_broadwell_build(tc, tmp_path: Path):
     assert m.extra["ebroot_var"] == "EBROOTOSUMINMICROMINBENCHMARKS"
     assert m.extra["build_modules"] == ["gompi/2023b"]
     assert m.notes == []
+    assert m.stack["pmix"] == {"version": "4.2.6", "module": "PMIx/4.2.6-GCCcore-13.2.0", "from": "eb --dry-run --robot"}
+    without_pmix = [d for d in chain if not d.module.startswith("PMIx/")]
+    other = eb.manifest_from_records(records, tc, "broadwell", without_pmix, installpath=installpath,
+                                     expected_flags="-march=broadwell -mtune=broadwell")
+    assert other.notes == ["MPI stack differs from toolchain 2023b: no PMIx"]
     assert manifest_mod.read(manifest_mod.write(m, tmp_path / "manifests")).flags == m.flags
 
 

@@ -14,7 +14,8 @@ import yaml
 from mpiregress import manifest as manifest_mod
 from mpiregress import toolchain
 from mpiregress.builds import BuildOptions
-from mpiregress.builds.spack import environment_for, manifest_from_spec
+from mpiregress.builds.spack import (check_buildcache, check_version, copy_environment, environment_for,
+                                     manifest_from_spec)
 from mpiregress.errors import InputError
 from mpiregress.paths import REPO_ROOT
 
@@ -64,7 +65,12 @@ def test_manifest_from_spec_format_4(tc, tmp_path: Path):
     assert m.extra["specfile_version"] == 4
     assert m.extra["mpi_variants"]["fabrics"] == ["ucx"] and m.extra["mpi_variants"]["schedulers"] == ["slurm"]
     assert m.extra["mpi_variants"]["internal-pmix"] is False
-    assert m.notes == []
+    # A real Spack 0.23 concretization of the pre-issue-10 environment: not gompi/2023b's stack.
+    assert m.notes == ["MPI stack differs from toolchain 2023b: " + p for p in (
+        "UCX 1.16.0 (toolchain: 1.15.0)", "UCX 1.16.0 without rc, ud, dc, mlx5_dv", "PMIx 5.0.3 (toolchain: 4.2.6)",
+        "hwloc 2.11.1 (toolchain: 2.9.2)", "no libfabric", "no UCC")]
+    assert m.stack["ucx"]["transports"] == ["cma", "rdmacm", "verbs"]
+    assert m.stack["pmix"]["version"] == "5.0.3" and m.stack["libevent"]["version"] == "2.1.12"
     # What a check will read back.
     back = manifest_mod.read(manifest_mod.write(m, tmp_path))
     assert back.target == "broadwell" and back.extra["spack_env"] == "iris-broadwell"
@@ -101,19 +107,23 @@ def test_environment_for_partitions(tc, tmp_path: Path):
     assert environment_for(options(tmp_path, system="iris", partition="broadwell"), tc).name == "iris-broadwell"
     assert environment_for(options(tmp_path, target="skylake_avx512", system="iris", partition="skylake"),
                            tc).name == "iris-skylake"
-    assert environment_for(options(tmp_path, target="zen2"), tc).name == "aion-zen2"
+    assert environment_for(options(tmp_path, target="zen2"), tc).name == "aion-batch"
     with pytest.raises(InputError, match="no Spack environment builds target haswell"):
         environment_for(options(tmp_path, target="haswell"), tc)
     with pytest.raises(InputError, match="has no spack.yaml"):
         environment_for(options(tmp_path, spack_env=tmp_path), tc)
 
 
-@pytest.mark.parametrize("env", ["iris-broadwell", "iris-skylake", "aion-zen2"])
+@pytest.mark.parametrize("env", ["iris-broadwell", "iris-skylake", "aion-batch"])
 def test_spack_envs_follow_spacks_format(env, tc):
     """Structure Spack requires of an environment used by `spack ci generate` (its own
     schemas are checked against these files by hand; see the report)."""
     data = yaml.safe_load((REPO_ROOT / "spack-envs" / env / "spack.yaml").read_text())["spack"]
-    assert set(data) <= {"specs", "packages", "concretizer", "view", "mirrors", "ci", "config", "definitions"}
+    assert set(data) <= {"include", "specs", "packages", "concretizer", "view", "mirrors", "ci", "config",
+                         "definitions"}
+    # The shared part is a config scope file: only sections Spack allows in one.
+    common = yaml.safe_load((REPO_ROOT / "spack-envs" / env / data["include"][0]).read_text())
+    assert set(common) <= {"packages", "concretizer", "config", "mirrors", "ci", "compilers", "modules"}
     assert "buildcache-destination" in data["mirrors"]
     sections = data["ci"]["pipeline-gen"]
     for section in sections:   # each item is exactly one kind of section
@@ -122,3 +132,40 @@ def test_spack_envs_follow_spacks_format(env, tc):
     assert submaps and all(set(e) <= {"match", "build-job", "build-job-remove"}
                            for s in submaps for e in s["submapping"])
     assert any(s.get("build-job", {}).get("tags") for s in sections)   # the fallback
+    # Every kind of job `spack ci generate` makes carries the system's runner tags.
+    for kind in ("reindex-job", "any-job"):
+        assert any({"jacamar"} <= set(s.get(kind, {}).get("tags", [])) for s in sections), kind
+
+
+def test_spack_version_and_build_cache_are_checked(tc, monkeypatch):
+    assert check_version("0.23.1", tc) == "0.23.1"
+    assert check_version("1.1.0 (abc123)", tc) == "1.1.0"
+    with pytest.raises(InputError, match=r"Spack 0\.21\.2 is not supported by toolchain 2023b"):
+        check_version("0.21.2", tc)
+    for bad in ({}, {"MPIREGRESS_SPACK_BUILDCACHE": ""}, {"MPIREGRESS_SPACK_BUILDCACHE": "mirror"}):
+        with pytest.raises(InputError, match="must name the Spack build cache"):
+            check_buildcache(bad)
+    assert check_buildcache({"MPIREGRESS_SPACK_BUILDCACHE": "/scratch/cache"}) == "/scratch/cache"
+
+
+def test_environment_copy_keeps_its_include(tmp_path: Path):
+    copy_environment(REPO_ROOT / "spack-envs" / "iris-broadwell", tmp_path / "env" / "iris-broadwell")
+    assert (tmp_path / "env" / "common.yaml").read_text() == (REPO_ROOT / "spack-envs" / "common.yaml").read_text()
+
+
+@pytest.mark.parametrize("value", [None, "", "relative/cache"])
+def test_ci_generate_refuses_without_a_named_build_cache(value, tmp_path: Path):
+    """spack-envs/ci-generate.sh stops before Spack when the build cache is unset or relative."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "MPIREGRESS_SPACK_BUILDCACHE"}
+    if value is not None:
+        env["MPIREGRESS_SPACK_BUILDCACHE"] = value
+    env["PATH"] = f"{tmp_path}:/usr/bin:/bin"   # no spack: it must not get that far anyway
+    done = subprocess.run(["bash", str(REPO_ROOT / "spack-envs" / "ci-generate.sh"),
+                           str(REPO_ROOT / "spack-envs" / "iris-broadwell"), str(tmp_path / "ci.yml")],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "must name the build cache (an absolute path or a URL)" in done.stderr
+    assert not (tmp_path / "ci.yml").exists()

@@ -8,11 +8,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 : "${MPIREGRESS_METHOD:?}" "${MPIREGRESS_SYSTEM:?}" "${MPIREGRESS_PARTITION:?}"
 
-if [ "$MPIREGRESS_SYSTEM" = local ]; then
-    # The local system has no toolchain partition: build for this host's archspec target.
-    target_args=()
-else
-    target_args=(--system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION")
-fi
+# The target comes from systems/$MPIREGRESS_SYSTEM.yaml (a partition without one, like the
+# local one-host Slurm's, builds for this host's archspec target).
 jobs=${MPIREGRESS_BUILD_JOBS:-${SLURM_CPUS_PER_TASK:-2}}
-mpiregress build --method "$MPIREGRESS_METHOD" "${target_args[@]}" --jobs "$jobs"
+mpiregress build --method "$MPIREGRESS_METHOD" --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
+    --jobs "$jobs"

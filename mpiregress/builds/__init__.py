@@ -1,15 +1,21 @@
 """Build methods: each module here turns a toolchain and a target into an install and a manifest.
 
-Every method module (``source``, ``spack``, ``easybuild``, ``eessi``) exposes
-``build(options: BuildOptions) -> Manifest`` and raises NotAvailableError (exit 4)
-with a one-sentence reason when the machine cannot do it (no Spack, no /cvmfs),
-never a fake manifest.
+Every method module (``source``, ``spack``, ``easybuild``, ``eessi``) is a
+:class:`BuildMethod`: ``METHOD`` (its name) and ``build(options) -> Manifest``. A build
+provides OSU's binaries (``common.BINARIES``, under ``common.BIN_SUBDIR``), the project's
+own programs (``checks/src/*``, built with the same MPI and flags) and records the MPI
+stack it really got; it raises NotAvailableError (exit 4) with a one-sentence reason when
+the machine cannot do it (no Spack, no /cvmfs), never a fake manifest.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Protocol, cast
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 
 @dataclass
@@ -29,3 +35,27 @@ class BuildOptions:
     eessi_subdir_override: Optional[str] = None
     jobs: int = 2
     extra: dict = field(default_factory=dict)
+
+
+class BuildMethod(Protocol):
+    """What ``mpiregress build`` needs of a method module."""
+
+    METHOD: str
+
+    def build(self, options: BuildOptions) -> "Manifest":
+        """Build (or locate) OSU and the project's programs for ``options.target``; write the manifest."""
+        ...
+
+
+def method(name: str) -> BuildMethod:
+    """The module of build method ``name`` (``mpiregress.builds.<name>``)."""
+    from ..errors import NotAvailableError
+
+    module_name = f"{__name__}.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name != module_name:
+            raise   # a real bug inside the method module: let it show
+        raise NotAvailableError(f"the {name} build method is not part of this installation") from None
+    return cast(BuildMethod, module)

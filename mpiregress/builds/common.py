@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from .. import manifest as manifest_mod
 from ..errors import InputError, MpiRegressError, NotAvailableError
+from ..names import PT2PT
 from ..toolchain import Toolchain
 
 MIRROR_ENV = "OSU_SOURCE_MIRROR"
@@ -37,20 +38,67 @@ class BuildError(MpiRegressError):
     """A build step failed or produced nothing usable (exit 2: an error, not a regression)."""
 
 
-# --- the source tarball -------------------------------------------------------
+# --- what every build provides ---------------------------------------------------
 
-BINARIES = ("osu_latency", "osu_bw")   # what every build must provide to the checks
+# Where OSU 7.2 installs its benchmarks under a prefix, whoever builds it (configure/make,
+# Spack's and EasyBuild's packages, EESSI): there is no bin/.
+BIN_SUBDIR = manifest_mod.BIN_SUBDIR
+# The OSU binaries the checks run: those of the point-to-point measurements (names.PT2PT).
+BINARIES: tuple[str, ...] = tuple(dict.fromkeys(m.benchmark for m in PT2PT.values()))
 
 
-def record(manifest: "manifest_mod.Manifest", manifest_dir: Path, done: str, log: object = None) -> "manifest_mod.Manifest":
-    """Write ``manifest`` once its benchmark binaries are there; ``done`` names the step that should have made them."""
-    for name in BINARIES:
-        binary = manifest.binary(name)
+def record(manifest: manifest_mod.Manifest, manifest_dir: Path, done: str, log: object = None) -> manifest_mod.Manifest:
+    """Write ``manifest`` once its binaries and programs are there (``done``: the step that should have made them)."""
+    binaries = [manifest.binary(name) for name in BINARIES] + [Path(p) for p in manifest.programs.values()]
+    for binary in binaries:
         if not os.access(binary, os.X_OK):
             where = f"; log: {log}" if log else ""
             raise BuildError(f"{done} but {binary} is missing{where}")
     manifest.path = str(manifest_mod.write(manifest, manifest_dir))
     return manifest
+
+
+# --- the project's own MPI programs (checks/src/<name>/) ---------------------------------
+
+def program_sources(root: Optional[Path] = None) -> list[Path]:
+    """Folders of the project's MPI programs: every ``checks/src/<name>/`` with a Makefile."""
+    from ..paths import checks_dir
+
+    base = Path(root) / "checks" / "src" if root is not None else checks_dir() / "src"
+    return sorted(p.parent for p in base.glob("*/Makefile"))
+
+
+def build_programs(*, method: str, target: str, cflags: str, setup: Sequence[str], install_root: Path,
+                   log: Path, mpicc: str = "mpicc", sources: Optional[Sequence[Path]] = None) -> dict[str, str]:
+    """Build every program of ``checks/src/`` as the method built OSU; {name: binary path}.
+
+    Each folder is copied to a scratch folder (the checkout stays clean) and built with
+    ``make MPICC=... CFLAGS=... PREFIX=... install`` after the method's ``setup`` shell
+    lines (module loads, EESSI init), so it links the same MPI as the method's OSU and has
+    the same target flags. The binaries go to ``<install_root>/<method>/<target>/programs/bin``.
+    """
+    from ..paths import state_dir
+
+    prefix = (Path(install_root) / method / target / "programs").resolve()
+    scratch = state_dir() / "build" / f"{method}-{target}-programs"
+    built: dict[str, str] = {}
+    for src in (program_sources() if sources is None else sources):
+        work = scratch / src.name
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(src, work)
+        make = shlex.join(["make", f"MPICC={mpicc}", f"CFLAGS={cflags}", f"PREFIX={prefix}", "install"])
+        # Lmod's `module` is a shell function a non-login shell may not have yet.
+        lines = ["type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/bash ] && "
+                 ". /usr/share/lmod/lmod/init/bash; }", *setup, make]
+        env = {k: v for k, v in os.environ.items() if k not in ("MPICC", "CFLAGS", "PREFIX")}
+        run_logged(["bash", "-c", " && ".join(f"{{ {line}; }}" for line in lines)], step=f"program {src.name}",
+                   cwd=work, log=log, env=env)
+        built[src.name] = str(prefix / "bin" / src.name)
+    return built
+
+
+# --- the source tarball -------------------------------------------------------
 
 
 def say(message: str) -> None:
@@ -335,7 +383,7 @@ def toolchain_notes(toolchain: Toolchain, compiler: Mapping[str, str], mpi: Mapp
 # --- reuse ------------------------------------------------------------------------
 
 def reusable(manifest_dir: Path, method: str, target: str, expect: Mapping[str, object],
-             binaries: Sequence[str] = ("osu_latency", "osu_bw")) -> tuple[Optional[manifest_mod.Manifest], str]:
+             binaries: Sequence[str] = BINARIES) -> tuple[Optional[manifest_mod.Manifest], str]:
     """(the existing manifest, "") if it records the same build as ``expect`` and its binaries exist.
 
     ``expect`` maps Manifest fields (sha256, prefix, flags, compiler, ...) to the
@@ -355,4 +403,89 @@ def reusable(manifest_dir: Path, method: str, target: str, expect: Mapping[str, 
         binary = existing.binary(name)
         if not os.access(binary, os.X_OK):
             return None, f"{binary} of the existing manifest is missing"
+    for src in program_sources():
+        program = existing.programs.get(src.name)
+        if not program or not os.access(program, os.X_OK):
+            return None, f"the existing manifest has no program {src.name} (checks/src/{src.name})"
     return existing, ""
+
+
+# --- the MPI stack a build really has -------------------------------------------------------
+
+# ucx_info -d transport names -> the toolchain's transport names (Spack's ucx variants).
+_UCX_TRANSPORTS = {"rc_verbs": ("verbs", "rc"), "ud_verbs": ("verbs", "ud"), "rc_mlx5": ("verbs", "rc", "mlx5_dv"),
+                   "ud_mlx5": ("verbs", "ud", "mlx5_dv"), "dc_mlx5": ("verbs", "dc", "mlx5_dv"),
+                   "cma": ("cma",), "knem": ("knem",), "xpmem": ("xpmem",)}
+
+
+def ucx_transports(ucx_info_d: str) -> list[str]:
+    """The toolchain's transport names present in ``ucx_info -d`` output."""
+    found: set[str] = set()
+    for name in re.findall(r"^#\s+Transport:\s+(\S+)", ucx_info_d, re.M):
+        found.update(_UCX_TRANSPORTS.get(name, ()))
+    if re.search(r"^#\s+Connection manager:\s+rdmacm", ucx_info_d, re.M):
+        found.add("rdmacm")
+    return sorted(found)
+
+
+def stack_from_ebversions(env: Mapping[str, str], toolchain: Toolchain, source: str) -> dict[str, dict[str, object]]:
+    """The stack of loaded EasyBuild modules (EESSI's included): their ``EBVERSION<NAME>`` variables."""
+    stack: dict[str, dict[str, object]] = {}
+    for name, component in toolchain.stack.items():
+        var = "EBVERSION" + str(component.get("easybuild", name)).upper().replace("-", "MIN").replace("+", "PLUS")
+        if env.get(var):
+            stack[name] = {"version": env[var], "from": source}
+    return stack
+
+
+def detect_stack(toolchain: Toolchain) -> dict[str, dict[str, object]]:
+    """The stack of the MPI on PATH, as far as its own tools tell: ucx_info, pmix_info, hwloc-info, ompi_info.
+
+    A component no tool reports is recorded with an empty version (unknown, not assumed).
+    """
+    stack: dict[str, dict[str, object]] = {name: {"version": "", "from": "not reported by any tool"}
+                                           for name in toolchain.stack}
+    version = re.search(r"[Vv]ersion:?\s*(\d+\.\d+\.\d+)", _output(["ucx_info", "-v"]) or "")
+    if version and "ucx" in stack:
+        stack["ucx"] = {"version": version.group(1), "transports": ucx_transports(_output(["ucx_info", "-d"]) or ""),
+                        "from": "ucx_info"}
+    for name, cmd in (("pmix", ["pmix_info", "--version"]), ("hwloc", ["hwloc-info", "--version"])):
+        found = re.search(r"(\d+\.\d+\.\d+)", _output(cmd) or "")
+        if found and name in stack:
+            stack[name] = {"version": found.group(1), "from": cmd[0]}
+    parsable = _output(["ompi_info", "--parsable"]) or ""
+    components = re.findall(r"^mca:(pml|pmix|btl|coll):(\w+):version:\"component", parsable, re.M)
+    if components:
+        stack["openmpi_components"] = {"version": "", "from": "ompi_info",
+                                       "components": sorted({f"{kind}:{name}" for kind, name in components})}
+    return stack
+
+
+def stack_problems(stack: Mapping[str, Mapping[str, object]], toolchain: Toolchain,
+                   complete: bool = False) -> list[str]:
+    """What differs from the toolchain's stack, one short phrase each ("UCX 1.17.0 without verbs").
+
+    ``complete``: ``stack`` lists the whole dependency graph (Spack's spec, EasyBuild's chain),
+    so a component it lacks is missing from the build, not merely unreported.
+    """
+    problems = []
+    for name, component in toolchain.stack.items():
+        label = str(component.get("easybuild", name))
+        if complete and name not in stack:
+            problems.append(f"no {label}")
+            continue
+        got = stack.get(name) or {}
+        version = str(got.get("version") or "")
+        if version and version != str(component["version"]):
+            problems.append(f"{label} {version} (toolchain: {component['version']})")
+        if "transports" in got:
+            listed = got.get("transports")
+            have = {str(t) for t in listed} if isinstance(listed, list) else set()
+            wanted = toolchain.transports.get(name) or {}
+            missing = [t for t, want in wanted.items() if want and t not in have]
+            extra = [t for t, want in wanted.items() if not want and t in have]
+            if missing:
+                problems.append(f"{label} {version or '?'} without {', '.join(missing)}")
+            if extra:
+                problems.append(f"{label} {version or '?'} with {', '.join(extra)}")
+    return problems

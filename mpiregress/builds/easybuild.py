@@ -36,7 +36,7 @@ from . import BuildOptions, common
 METHOD = "easybuild"
 OSU_NAME = "OSU-Micro-Benchmarks"
 BINARIES = common.BINARIES
-BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
+BIN_SUBDIR = common.BIN_SUBDIR
 # EasyBuild's compiler family names, for --optarch=<family>:<flags>.
 EB_COMPILER_FAMILY = {"gcc": "GCC"}
 # Where distributions install Lmod's command when no login shell has set $LMOD_CMD.
@@ -115,13 +115,13 @@ def parse_dry_run(output: str) -> list[Dependency]:
 
 
 def dependency_chain(easyconfig: Path, *, prefix: Optional[Path] = None,
-                     env: Optional[Mapping[str, str]] = None) -> list[Dependency]:
+                     env: Optional[Mapping[str, str]] = None, root: Path = REPO_ROOT) -> list[Dependency]:
     """Run ``eb <easyconfig> --dry-run --robot`` (offline) and return the resolved chain.
 
     ``prefix`` (e.g. a temporary folder) keeps EasyBuild's default paths out of the
     user's home; site configuration from the environment still applies.
     """
-    proc = _run_eb([str(easyconfig), "--dry-run", "--robot", robot_paths_option()], timeout=300, prefix=prefix,
+    proc = _run_eb([str(easyconfig), "--dry-run", "--robot", robot_paths_option(root)], timeout=300, prefix=prefix,
                    env=env)
     chain = parse_dry_run(proc.stdout)
     if not chain:
@@ -152,6 +152,27 @@ def toolchain_versions(chain: Sequence[Dependency]) -> tuple[dict[str, str], dic
         elif name == "OpenMPI":
             mpi = {"name": "openmpi", "version": version.split("-")[0]}
     return compiler, mpi
+
+
+def stack_versions(chain: Sequence[Dependency]) -> dict[str, dict[str, str]]:
+    """{EasyBuild name: {version, module}} of every module in the chain (``PMIx/4.2.6-GCCcore-13.2.0``
+    -> ``PMIx: 4.2.6``): the resolved stack a manifest records and lint compares."""
+    out: dict[str, dict[str, str]] = {}
+    for dep in chain:
+        name, _, version = dep.module.partition("/")
+        out[name] = {"version": version.split("-")[0], "module": dep.module}
+    return out
+
+
+def stack_from_chain(chain: Sequence[Dependency], tc: toolchain.Toolchain) -> dict[str, dict[str, Any]]:
+    """The toolchain's stack components as EasyBuild resolved them (version and module of each)."""
+    resolved = stack_versions(chain)
+    stack: dict[str, dict[str, Any]] = {}
+    for name, component in tc.stack.items():
+        found = resolved.get(str(component.get("easybuild", name)))
+        if found:
+            stack[name] = {**found, "from": "eb --dry-run --robot"}
+    return stack
 
 
 # --- what to build ----------------------------------------------------------------------------
@@ -333,6 +354,7 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
                      f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
     modules_dir = Path(installpath) / "modules" / "all"
+    stack = stack_from_chain(chain, tc)
     return Manifest(
         method=METHOD, toolchain=tc.name, osu_version=str(records.params.get("version", tc.osu["version"])),
         target=target, prefix=records.root, bin_dir=str(Path(records.root) / BIN_SUBDIR), flags=flags,
@@ -350,7 +372,9 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
                "command_line": list(stats.get("command_line", [])),
                "dependency_chain": [d.module for d in chain],
                "system": system, "partition": partition},
-        notes=notes,
+        notes=notes + [f"MPI stack differs from toolchain {tc.name}: {p}"
+                       for p in common.stack_problems(stack, tc, complete=True)],
+        stack=stack,
     )
 
 
@@ -411,4 +435,8 @@ def build(options: BuildOptions) -> Manifest:
                                      system=options.system, partition=options.partition)
     manifest.sha256_official = official
     manifest.extra["build_log"] = str(log)
+    # The project's programs, with the MPI of the module EasyBuild just installed.
+    manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {flags}",
+                                              setup=manifest.env["setup"], install_root=options.install_root,
+                                              log=log)
     return common.record(manifest, options.manifest_dir, "EasyBuild finished", log)

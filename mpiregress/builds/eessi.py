@@ -27,7 +27,7 @@ METHOD = "eessi"
 OVERRIDE_VAR = "EESSI_ARCHDETECT_OPTIONS_OVERRIDE"
 OSU_ROOT_VAR = "EBROOTOSUMINMICROMINBENCHMARKS"
 OSU_VERSION_VAR = "EBVERSIONOSUMINMICROMINBENCHMARKS"
-BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
+BIN_SUBDIR = common.BIN_SUBDIR
 
 
 def setup_lines(init: str, module: str, subdir_override: Optional[str] = None) -> list[str]:
@@ -92,6 +92,8 @@ def manifest_from_env(env: Mapping[str, str], tc: toolchain.Toolchain, *,
     mpi = {"name": "openmpi", "version": env.get("EBVERSIONOPENMPI", "")} if env.get("EBVERSIONOPENMPI") else {}
     version = env.get(OSU_VERSION_VAR, str(tc.osu["version"]))
     notes = common.toolchain_notes(tc, compiler, mpi)
+    stack = common.stack_from_ebversions(env, tc, f"EESSI module {module} (EBVERSION* variables)")
+    notes += [f"MPI stack differs from toolchain {tc.name}: {p}" for p in common.stack_problems(stack, tc)]
     if version != str(tc.osu["version"]):
         notes.append(f"EESSI provides OSU {version}, the toolchain {tc.name} says {tc.osu['version']}")
     if subdir_override and subdir.rstrip("/") != subdir_override.rstrip("/"):
@@ -114,7 +116,7 @@ def manifest_from_env(env: Mapping[str, str], tc: toolchain.Toolchain, *,
                "eessi_software_path": env.get("EESSI_SOFTWARE_PATH", ""), "eessi_init": init,
                "module": module, "archdetect_override": subdir_override or "",
                "system": system, "partition": partition},
-        notes=notes,
+        notes=notes, stack=stack,
     )
 
 
@@ -148,4 +150,9 @@ def build(options: BuildOptions) -> Manifest:
     if refusal:
         raise common.BuildError(f"EESSI selected {manifest.extra['eessi_software_subdir']}: {refusal}; "
                                 f"force a subdirectory with --eessi-subdir-override")
+    # The project's programs, compiled against EESSI's MPI for the subdirectory EESSI uses.
+    log = Path(options.install_root) / METHOD / manifest.target / "programs.log"
+    manifest.programs = common.build_programs(method=METHOD, target=manifest.target,
+                                              cflags=f"-O2 {manifest.flags}".strip(), setup=lines,
+                                              install_root=options.install_root, log=log)
     return common.record(manifest, options.manifest_dir, f"EESSI module {tc.eessi['module']} loaded")

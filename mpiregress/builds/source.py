@@ -19,8 +19,7 @@ from . import BuildOptions, common
 
 METHOD = "source"
 BINARIES = common.BINARIES
-# OSU 7.2 installs its benchmarks here (there is no bin/).
-BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
+BIN_SUBDIR = common.BIN_SUBDIR
 
 
 def _say(message: str) -> None:
@@ -88,7 +87,11 @@ def build(options: BuildOptions) -> Manifest:
         _say(f"[{step}] {' '.join(cmd)} (log: {log})")
         common.run_logged(cmd, step=step, cwd=srcdir, log=log, env=env)
 
+    programs = common.build_programs(method=METHOD, target=options.target, cflags=cflags, setup=[],
+                                     install_root=options.install_root, log=log)
+    stack = common.detect_stack(tc)
     notes = common.toolchain_notes(tc, compiler, mpi)
+    notes += [f"MPI stack differs from toolchain {tc.name}: {p}" for p in common.stack_problems(stack, tc)]
     if not official:
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
                      f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
@@ -99,6 +102,6 @@ def build(options: BuildOptions) -> Manifest:
         env={"setup": [], "modules": [], "env_vars": {}},
         extra={"tarball": str(tarball), "build_dir": str(workdir), "build_log": str(log),
                "configure": configure, "system": options.system, "partition": options.partition},
-        notes=notes,
+        notes=notes, stack=stack, programs=programs,
     )
     return common.record(manifest, options.manifest_dir, "'make install' finished", log)

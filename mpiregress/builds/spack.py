@@ -13,10 +13,14 @@ Spack cannot be installed on the project's development machines: there,
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Optional
+
+import yaml
 
 from .. import manifest as manifest_mod
 from .. import microarch, toolchain
@@ -26,8 +30,8 @@ from ..paths import REPO_ROOT
 from . import BuildOptions, common
 
 METHOD = "spack"
-# Spack's osu-micro-benchmarks package installs the benchmarks here (its setup_run_environment says so).
-BIN_SUBDIR = Path("libexec") / "osu-micro-benchmarks" / "mpi"
+BIN_SUBDIR = common.BIN_SUBDIR
+BUILDCACHE_VAR = "MPIREGRESS_SPACK_BUILDCACHE"
 SPEC_FILE = Path(".spack") / "spec.json"
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2", "mvapich", "intel-oneapi-mpi", "cray-mpich")
 
@@ -38,6 +42,58 @@ _say = common.say
 def require_spack() -> str:
     """Path of the ``spack`` command, or NotAvailableError (exit 4) naming what is missing."""
     return common.require_command("spack", "Spack", "source share/spack/setup-env.sh of a Spack installation first")
+
+
+def check_version(version_output: str, tc: toolchain.Toolchain) -> str:
+    """The Spack version from ``spack --version``; InputError when it is not one the environments support."""
+    found = re.search(r"(\d+)\.(\d+)(?:\.\d+)?", version_output)
+    if not found:
+        raise InputError(f"cannot tell the Spack version from 'spack --version': {version_output.strip()!r}")
+    series = f"{found.group(1)}.{found.group(2)}"
+    if series not in tc.spack_versions:
+        raise InputError(f"Spack {found.group(0)} is not supported by toolchain {tc.name} (spack.versions: "
+                         f"{', '.join(tc.spack_versions)} in {tc.path}): use one of those")
+    return found.group(0)
+
+
+def check_buildcache(env: Mapping[str, str]) -> str:
+    """The build cache the environments' mirror names; InputError when it is unset or relative (no default)."""
+    value = env.get(BUILDCACHE_VAR, "")
+    if not value or not (value.startswith("/") or "://" in value):
+        raise InputError(f"{BUILDCACHE_VAR} must name the Spack build cache (an absolute path or a URL), found "
+                         f"{value or 'nothing'}: the environments' buildcache-destination mirror has no default")
+    return value
+
+
+def copy_environment(source_env: Path, env_dir: Path) -> None:
+    """Copy ``spack.yaml`` and the files it includes, keeping their relative places (no spack.lock)."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source_env / "spack.yaml", env_dir / "spack.yaml")
+    data = yaml.safe_load((source_env / "spack.yaml").read_text()) or {}
+    for include in (data.get("spack") or {}).get("include") or []:
+        src = (source_env / str(include)).resolve()
+        if not src.is_file():
+            raise InputError(f"{source_env / 'spack.yaml'} includes {include}, which does not exist")
+        dest = (env_dir / str(include)).resolve()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+
+
+def stack_from_spec(nodes: list, tc: toolchain.Toolchain) -> dict[str, dict[str, Any]]:
+    """The toolchain's stack components as Spack concretized them: version and, for UCX, its transports."""
+    stack: dict[str, dict[str, Any]] = {}
+    for name, component in tc.stack.items():
+        node = next((n for n in nodes if n.get("name") == component.get("spack", name)), None)
+        if node is None:
+            continue
+        entry: dict[str, Any] = {"version": _version(node.get("version", "")), "hash": str(node.get("hash", "")),
+                                 "from": "spec.json"}
+        wanted = tc.transports.get(name)
+        if wanted:
+            params = node.get("parameters") or {}
+            entry["transports"] = sorted(t for t in wanted if params.get(t) is True)
+        stack[name] = entry
+    return stack
 
 
 def environment_for(options: BuildOptions, tc: toolchain.Toolchain, root: Path = REPO_ROOT) -> Path:
@@ -143,7 +199,10 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
     except InputError:
         flags = ""
     version = _version(root.get("version", ""))
+    stack = stack_from_spec(nodes, tc)
     notes = common.toolchain_notes(tc, compiler, mpi)
+    notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
+              for p in common.stack_problems(stack, tc, complete=True)]
     if version != str(tc.osu["version"]):
         notes.append(f"Spack built OSU {version}, the toolchain {tc.name} says {tc.osu['version']}")
     mpi_params = (mpi_node or {}).get("parameters") or {}
@@ -158,13 +217,13 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
         compiler=compiler, mpi=mpi,
         env={"setup": [], "modules": [], "env_vars": {}},
         extra={"spack_hash": str(root.get("hash", "")), "spack_env": env_name,
-               "specfile_version": (spec.get("_meta") or {}).get("version"),
+               "specfile_version": (spec.get("_meta") or {}).get("version") if isinstance(spec, Mapping) else None,
                "platform": str(arch.get("platform", "")), "platform_os": str(arch.get("platform_os", "")),
                "mpi_hash": str((mpi_node or {}).get("hash", "")),
                "mpi_variants": {k: v for k, v in mpi_params.items()
                                 if k in ("fabrics", "schedulers", "internal-pmix", "legacylaunchers", "pmi")},
                "system": system, "partition": partition},
-        notes=notes,
+        notes=notes, stack=stack,
     )
 
 
@@ -177,13 +236,14 @@ def build(options: BuildOptions) -> Manifest:
     """
     spack = require_spack()
     tc = toolchain.load(options.toolchain_file)
+    version = check_version(_spack_output([spack], "--version"), tc)
+    check_buildcache(os.environ)
     target = microarch.lookup(options.target).name
     source_env = environment_for(options, tc)
     workdir = Path(options.install_root) / METHOD / target
-    env_dir = workdir / "env"
-    env_dir.mkdir(parents=True, exist_ok=True)
+    env_dir = workdir / "env" / source_env.name
     # Work on a copy: concretizing writes spack.lock and .spack-env/ next to spack.yaml.
-    shutil.copy2(source_env / "spack.yaml", env_dir / "spack.yaml")
+    copy_environment(source_env, env_dir)
     base = [spack, "-e", str(env_dir), "-c", f"config:install_tree:root:{(workdir / 'opt').resolve()}"]
     log = workdir / "spack.log"
     _say(f"spack environment {source_env} -> {env_dir} (log: {log})")
@@ -203,4 +263,9 @@ def build(options: BuildOptions) -> Manifest:
     manifest.build_host = manifest_mod.host_record()   # the machine that ran spack install
     manifest.extra["build_log"] = str(log)
     manifest.extra["spack_env_dir"] = str(env_dir)
+    manifest.extra["spack_version"] = version
+    # The project's programs, with the MPI Spack just installed in this environment.
+    load = f'eval "$({spack} -e {env_dir} load --sh {tc.mpi["name"]})"'
+    manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {manifest.flags}".strip(),
+                                              setup=[load], install_root=options.install_root, log=log)
     return common.record(manifest, options.manifest_dir, "spack install finished", log)

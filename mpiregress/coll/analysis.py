@@ -44,10 +44,12 @@ def analyse(records: Iterable[Mapping[str, Any]], tuned: TunedAlgorithms, openmp
         for coll, dist in groups:
             part = [c for c in cells if (c.point.collective, c.point.distribution) == (coll, dist)]
             tag = f"{coll}-{dist.replace(':', '_')}"
-            for name, draw in ((f"best-{tag}.png", lambda p: figures.best_map(part, p, tuned.names(coll), note)),
-                               (f"default_vs_best-{tag}.png", lambda p: figures.default_vs_best(part, p, note))):
+            for name in (f"best-{tag}.png", f"default_vs_best-{tag}.png"):
                 path = Path(tmp) / name
-                draw(path)
+                if name.startswith("best-"):
+                    figures.best_map(part, path, tuned.names(coll), note)
+                else:
+                    figures.default_vs_best(part, path, note)
                 result.figures[name] = path.read_bytes()
     for dist in sorted({d for _, d in groups}):
         part = [c for c in cells if c.point.distribution == dist]

@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap, TwoSlopeNorm  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -67,7 +68,7 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note:
                    marker="o", s=14, c="black", label="default slower beyond the noise")
     _axes(ax, sizes, nprocs)
     used = sorted({c.best.algorithm for c in cells}, key=names.index)
-    handles = [Patch(color=cmap(names.index(n)), label=n) for n in used]
+    handles: list[Artist] = [Patch(color=cmap(names.index(n)), label=n) for n in used]
     if losing:
         handles.append(plt.Line2D([], [], marker="o", color="black", linestyle="", markersize=4,
                                   label="default slower beyond noise"))

@@ -27,7 +27,8 @@ OSU_DEFAULTS = ((1, OSU_LARGE_MESSAGE, 1000, 200), (OSU_LARGE_MESSAGE + 1, 1 << 
 
 
 def sweep_file() -> Path:
-    """The sweep definition: ``$MPIREGRESS_COLL_SWEEP`` (a site's or a test's own), else checks/config/coll_sweep.yaml."""
+    """The sweep definition: ``$MPIREGRESS_COLL_SWEEP`` (a site's or a test's own), else
+    checks/config/coll_sweep.yaml."""
     explicit = os.environ.get("MPIREGRESS_COLL_SWEEP")
     return Path(explicit) if explicit else paths.checks_dir() / "config" / "coll_sweep.yaml"
 

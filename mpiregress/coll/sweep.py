@@ -250,7 +250,8 @@ def table_from_records(records: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple
             left_out.append(f"{bench} record without {', '.join(missing)} in its parameters")
             continue
         if rec.get("status") != "pass" or rec.get("value") is None:
-            left_out.append(f"{bench} {params.get('algorithm')} {params.get('nprocs')} ranks size {params.get('size')}: "
+            left_out.append(f"{bench} {params.get('algorithm')} {params.get('nprocs')} ranks "
+                            f"size {params.get('size')}: "
                             f"{rec.get('status')} ({rec.get('reason') or 'no value'})")
             continue
         samples = rec.get("samples") or [rec["value"]]

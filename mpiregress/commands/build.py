@@ -8,15 +8,14 @@ resolves options and prints the manifest path (the one line on stdout).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from pathlib import Path
 from typing import Optional
 
-from .. import microarch, paths, toolchain
+from .. import builds, microarch, paths, systems, toolchain
 from ..builds import BuildOptions
 from ..builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
-from ..errors import OK, InputError, NotAvailableError
+from ..errors import OK, InputError
 from ..names import METHODS
 
 
@@ -51,6 +50,10 @@ def resolve_target(args: argparse.Namespace, tc_path: Path) -> tuple[str, Option
     if args.system or args.partition:
         if not (args.system and args.partition):
             raise InputError("--system and --partition go together (e.g. --system iris --partition broadwell)")
+        part = next((p for p in systems.get(args.system).partitions if p.name == args.partition), None)
+        if part is not None and part.target is None:
+            # A partition without a fixed target (the local one-host Slurm): this host's.
+            return microarch.host_target(), args.system, args.partition
         spec = toolchain.load(tc_path).partition(args.system, args.partition)
         return spec.target, args.system, args.partition
     return microarch.host_target(), None, None
@@ -82,13 +85,6 @@ def options_from_args(args: argparse.Namespace) -> BuildOptions:
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    module_name = f"mpiregress.builds.{options.method}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name != module_name:
-            raise   # a real bug inside the method module: let it show
-        raise NotAvailableError(f"the {options.method} build method is not part of this installation") from None
-    result = module.build(options)
+    result = builds.method(options.method).build(options)
     print(result.path or options.manifest_dir / f"{result.method}-{result.target}.json")
     return OK

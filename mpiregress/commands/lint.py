@@ -12,19 +12,24 @@ from ..paths import REPO_ROOT
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lint",
-        help="check spack-envs/, easyconfigs/, module names, ReFrame environments and baselines "
-             "against the toolchain file (exit 2 on any disagreement)",
+        help="check systems/, the derived files, spack-envs/, EasyBuild's resolved stack, easyconfigs/, "
+             "module names, ReFrame environments and baselines against the toolchain file (exit 2 on "
+             "any disagreement)",
     )
     p.add_argument("--toolchain", type=Path, default=None,
                    help="toolchain file (default: <root>/toolchains/2023b.yaml)")
     p.add_argument("--root", type=Path, default=REPO_ROOT,
                    help="repository root holding spack-envs/, easyconfigs/, checks/, baselines/ "
                         "(default: this checkout)")
+    p.add_argument("--easybuild", choices=("auto", "yes", "no"), default="auto",
+                   help="compare the stack 'eb --dry-run --robot' resolves with the toolchain's "
+                        "(auto: when eb is on PATH; takes a few seconds)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = lint_mod.lint(args.root, args.toolchain)
+    easybuild = {"auto": None, "yes": True, "no": False}[args.easybuild]
+    report = lint_mod.lint(args.root, args.toolchain, easybuild=easybuild)
     for line in lint_mod.summary(report):
         print(line)
     return OK if report.ok else ERROR

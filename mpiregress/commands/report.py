@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import html   # matplotlib is only needed here, not by every mpiregress command
+    from ..report import html  # matplotlib is only needed here, not by every mpiregress command
 
     data = build_report(args, with_trends=True)
     out = args.out_dir or paths.reports_dir()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from .. import paths, toolchain
 from ..names import SYSTEMS
-from ..runner import DEFAULT_FAMILIES, FAMILIES, RunOptions, run as run_checks
+from ..runner import DEFAULT_FAMILIES, FAMILIES, RunOptions
+from ..runner import run as run_checks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +45,8 @@ def _list(value):
 
 
 def run(args: argparse.Namespace) -> int:
-    mirror = args.source_mirror or (Path(os.environ["OSU_SOURCE_MIRROR"]) if os.environ.get("OSU_SOURCE_MIRROR") else None)
+    mirror = args.source_mirror or (Path(os.environ["OSU_SOURCE_MIRROR"]) if os.environ.get("OSU_SOURCE_MIRROR")
+                                    else None)
     opts = RunOptions(
         system=args.system, partition=args.partition,
         methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),

@@ -297,8 +297,8 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
                     slow_pairs=int(slow_count[ranks].sum() - inner_slow[node_i]), pairs=pairs,
                     mean_ratio=float(np.exp((log_sum[ranks].sum() - inner_log[node_i]) / max(pairs, 1)))))
     any_bad = np.zeros(n, dtype=bool)
-    for ranks in result.bad_ranks.values():
-        any_bad[ranks] = True
+    for bad_ranks in result.bad_ranks.values():
+        any_bad[bad_ranks] = True
     for metric, (_, higher_better) in METRICS.items():
         ratio, z, idx, med_of, sig_of = stats[metric]
         order = np.argsort(-ratio, kind="stable")
@@ -307,9 +307,9 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         ratio2, z2 = _badness(second, med_of[kind[idx]], sig_of[kind[idx]], higher_better)
         slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)
         retested = np.isfinite(second)
-        code = np.where(retested, np.where(slow_again, 1, 2), 3).astype(np.int8)
-        code[any_bad[a[idx]] | any_bad[b[idx]]] = 0
-        result.slow_index[metric], result.slow_code[metric] = idx, code
+        slow_codes = np.where(retested, np.where(slow_again, 1, 2), 3).astype(np.int8)
+        slow_codes[any_bad[a[idx]] | any_bad[b[idx]]] = 0
+        result.slow_index[metric], result.slow_code[metric] = idx, slow_codes
         result.slow_ratio[metric], result.slow_ratio2[metric], result.slow_z[metric] = ratio, ratio2, z
     return result
 

@@ -7,8 +7,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
 
 from .analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix  # noqa: E402
 

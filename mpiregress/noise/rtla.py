@@ -20,7 +20,8 @@ TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 
 # One row of `rtla osnoise top` (times in us): CPU, #periods, runtime, noise, % CPU available,
 # max noise, max single, HW, NMI, IRQ, softirq, thread.
-_ROW = re.compile(r"^\s*(\d+)\s+#(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
+_ROW = re.compile(r"^\s*(\d+)\s+#(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)"
+                  r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
                     changes[key] = found
     else:
         notes.append("No history was given: verdicts fall back to the baselines files, and there are no trends.")
-    noise = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}
-    noise = {k: v for k, v in noise.items() if v is not None}
+    measured = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}
+    noise = {k: v for k, v in measured.items() if v is not None}
     values = consistency.method_values(results)
     collectives = _collectives(results)
     return ReportData(results=list(results), verdicts=verdicts, findings=consistency.check(values, noise),

@@ -11,6 +11,7 @@ import statistics
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Optional, Sequence
 
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -93,7 +94,7 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
         ax.margins(y=0.18)
         if not placements:
             ax.text(0.5, 0.5, "no measured values", ha="center", va="center", transform=ax.transAxes)
-    handles = [Patch(color=METHOD_COLOURS[m], label=m) for m in METHODS]
+    handles: list[Artist] = [Patch(color=METHOD_COLOURS[m], label=m) for m in METHODS]
     handles += [Line2D([], [], color="black", linestyle=":", label="reference (history median or baseline)"),
                 Patch(facecolor="white", edgecolor=VERDICT_EDGE["regression"], hatch="//", label="regression / error"),
                 Patch(facecolor="white", edgecolor=VERDICT_EDGE["improvement"], label="improvement (stale reference)"),

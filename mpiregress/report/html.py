@@ -65,7 +65,8 @@ def render(data: ReportData) -> str:
                      key=lambda c: c.run_after.time, reverse=True)
     sizes = " and ".join(f"{spec.size} B {spec.metric}" for spec in PT2PT.values())
     coll = data.collectives
-    coll_figures = [(name, base64.b64encode(png).decode("ascii")) for name, png in (coll.figures if coll else {}).items()]
+    coll_figures = [(name, base64.b64encode(png).decode("ascii"))
+                    for name, png in (coll.figures if coll else {}).items()]
     oversubscribed = any(r.conditions.get("oversubscribed") for r in data.results if r.benchmark.startswith("osu_"))
     return env.from_string(TEMPLATE).render(
         data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,

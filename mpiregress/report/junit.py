@@ -29,8 +29,8 @@ def render(data: ReportData) -> str:
         elif v.verdict == "skip":
             ET.SubElement(case, "skipped", message=v.reason)
         ET.SubElement(case, "system-out").text = f"{v.verdict}: {v.reason}"
-    root = ET.Element("testsuites", name="mpiregress", tests=suite.get("tests"), failures=suite.get("failures"),
-                      errors=suite.get("errors"))
+    root = ET.Element("testsuites", name="mpiregress", tests=suite.get("tests", "0"),
+                      failures=suite.get("failures", "0"), errors=suite.get("errors", "0"))
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

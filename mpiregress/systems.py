@@ -1,0 +1,155 @@
+"""The systems data: one file per cluster, ``systems/<name>.yaml``, the one place its facts live.
+
+A system file says which targets its partitions build for, which Slurm options land a job
+on them, the EESSI subdirectory forced on them, its runner tags and its Spack version.
+Everything else that used to repeat these facts is derived from here: the vocabulary
+(``names.SYSTEMS``), the toolchain's partitions, the ReFrame site configuration, the Spack
+environments and the pipeline's per-system jobs (``mpiregress generate``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from .errors import InputError
+from .paths import REPO_ROOT
+
+SCHEMA = "mpiregress-system/1"
+EXECUTORS = ("jacamar", "shell")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition of a system: where its jobs land and what its builds target."""
+
+    system: str
+    name: str
+    descr: str
+    target: Optional[str]          # None: this host's target (the local system)
+    slurm: tuple[str, ...]         # sbatch/ReFrame access options, e.g. ("--partition=batch", "--constraint=skylake")
+    eessi_subdir: str = ""
+    reframe: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def constraint(self) -> str:
+        """The Slurm ``--constraint`` of the partition ('' when it has none)."""
+        found = [o.split("=", 1)[1] for o in self.slurm if o.startswith("--constraint=")]
+        return found[0] if found else ""
+
+    @property
+    def key(self) -> str:
+        """``<system>-<partition>``: the name of its Spack environment, topology folder, jobs."""
+        return f"{self.system}-{self.name}"
+
+
+@dataclass(frozen=True)
+class System:
+    """One cluster (or the local one-host Slurm) as its data file describes it."""
+
+    name: str
+    path: Path
+    data: dict[str, Any] = field(hash=False, compare=False)
+    partitions: tuple[Partition, ...] = ()
+
+    @property
+    def methods(self) -> list[str]:
+        return [str(m) for m in self.data.get("methods") or []]
+
+    @property
+    def executor(self) -> str:
+        return str((self.data.get("runner") or {}).get("executor", ""))
+
+    @property
+    def tags(self) -> list[str]:
+        return [str(t) for t in (self.data.get("runner") or {}).get("tags") or []]
+
+    @property
+    def spack_version(self) -> str:
+        return str(self.data.get("spack_version") or "")
+
+
+def systems_dir(root: Path = REPO_ROOT) -> Path:
+    return Path(root) / "systems"
+
+
+def _fail(path: Path, key: str, message: str) -> InputError:
+    return InputError(f"system file {path}: '{key}' {message}")
+
+
+def load_file(path: Path) -> System:
+    """Load and check one system file; an InputError names the file and the key."""
+    path = Path(path)
+    name = path.stem
+    if not _NAME.match(name):
+        raise InputError(f"system file {path}: the file name must be a lower-case system name like iris.yaml")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise InputError(f"system file {path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise _fail(path, "schema", f"must be '{SCHEMA}'")
+    for key in ("descr", "environs", "methods", "runner", "partitions"):
+        if not data.get(key):
+            raise _fail(path, key, "is missing")
+    executor = (data["runner"] or {}).get("executor")
+    if executor not in EXECUTORS:
+        raise _fail(path, "runner.executor", f"must be one of {', '.join(EXECUTORS)}, found {executor!r}")
+    if not (data["runner"] or {}).get("tags"):
+        raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
+    parts = []
+    for pname, spec in (data["partitions"] or {}).items():
+        key = f"partitions.{pname}"
+        if not isinstance(spec, dict) or not _NAME.match(str(pname)):
+            raise _fail(path, key, "must be a mapping under a lower-case partition name")
+        slurm = spec.get("slurm") or []
+        if not isinstance(slurm, list) or not all(isinstance(o, str) and o.startswith("--") for o in slurm):
+            raise _fail(path, f"{key}.slurm", "must be a list of sbatch options like --partition=batch")
+        target = spec.get("target")
+        if target is not None:
+            from .microarch import lookup
+
+            lookup(str(target))
+        parts.append(Partition(system=name, name=str(pname), descr=str(spec.get("descr", pname)),
+                               target=str(target) if target is not None else None, slurm=tuple(slurm),
+                               eessi_subdir=str(spec.get("eessi_subdir") or ""),
+                               reframe=dict(spec.get("reframe") or {})))
+    return System(name=name, path=path, data=data, partitions=tuple(parts))
+
+
+@lru_cache(maxsize=8)
+def _load_all(directory: Path) -> tuple[System, ...]:
+    files = sorted(Path(directory).glob("*.yaml"))
+    if not files:
+        raise InputError(f"no system files in {directory}: each cluster is described by systems/<name>.yaml")
+    return tuple(load_file(p) for p in files)
+
+
+def load_all(root: Path = REPO_ROOT) -> list[System]:
+    """Every system of the checkout at ``root``, sorted by name."""
+    return list(_load_all(systems_dir(root).resolve()))
+
+
+def get(name: str, root: Path = REPO_ROOT) -> System:
+    """The system called ``name``; an InputError lists the known ones."""
+    for system in load_all(root):
+        if system.name == name:
+            return system
+    known = ", ".join(s.name for s in load_all(root))
+    raise InputError(f"no system {name!r} (known: {known}): add systems/{name}.yaml")
+
+
+def names(root: Path = REPO_ROOT) -> tuple[str, ...]:
+    """Names of the systems: the file names of systems/*.yaml, sorted.
+
+    Read without parsing the files, so that importing the vocabulary never fails: a broken
+    system file is reported (one sentence) by the command that reads it.
+    """
+    return tuple(sorted(p.stem for p in systems_dir(root).glob("*.yaml")))

@@ -1,0 +1,135 @@
+"""One data file per system (systems/<name>.yaml), and everything derived from it.
+
+* the derived files in the checkout are what `mpiregress generate` renders;
+* names.SYSTEMS, the toolchain's partitions, the ReFrame partitions and the pipeline's
+  per-system jobs all come from the systems data;
+* a `demo` cluster added from systems/template.yaml.in (plus its baselines and topology
+  files, data only) is accepted by lint, a real ReFrame dry run and gitlab-ci-local's job
+  listing, with no Python file changed.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mpiregress import generate, names, systems, toolchain
+from mpiregress.errors import InputError
+from mpiregress.paths import REPO_ROOT
+
+from test_gitlab_ci import LINT, _git, gcl, gitlab_ci_local, make_repo  # noqa: F401 (fixture)
+
+
+def test_derived_files_are_up_to_date():
+    assert generate.stale(REPO_ROOT) == [], "run 'mpiregress generate' and commit the result"
+    assert generate.orphans(REPO_ROOT) == []
+
+
+def test_vocabulary_and_partitions_come_from_the_data():
+    assert set(names.SYSTEMS) == {p.stem for p in (REPO_ROOT / "systems").glob("*.yaml")}
+    tc = toolchain.load(toolchain.default_path())
+    parts = {(p.system, p.partition): (p.target, p.constraint, p.eessi_subdir) for p in tc.partitions()}
+    assert parts == {("iris", "broadwell"): ("broadwell", "broadwell", "x86_64/intel/haswell"),
+                     ("iris", "skylake"): ("skylake_avx512", "skylake", "x86_64/intel/skylake_avx512"),
+                     ("aion", "batch"): ("zen2", "", "x86_64/amd/zen2")}
+    site = yaml.safe_load((REPO_ROOT / "checks" / "config" / "site.yaml").read_text())
+    access = {(s["name"], p["name"]): p["access"] for s in site["systems"] for p in s["partitions"]}
+    assert access[("iris", "skylake")] == ["--partition=batch", "--constraint=skylake"]
+    pipeline = yaml.safe_load((REPO_ROOT / ".gitlab-ci.yml").read_text())
+    assert pipeline["build:iris:skylake"]["variables"]["MPIREGRESS_SLURM_PARTITION_ARGS"] == \
+        "--partition=batch --constraint=skylake"
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda d: d["runner"].pop("tags"), "'runner.tags' is missing"),
+    (lambda d: d["runner"].update(executor="ssh"), "'runner.executor' must be one of jacamar, shell"),
+    (lambda d: d["partitions"]["batch"].update(slurm="--partition=batch"), "'partitions.batch.slurm' must be a list"),
+])
+def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
+    data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
+    edit(data)
+    path = tmp_path / "aion.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=f"system file {path}: {key}".replace("(", r"\(").replace(")", r"\)")):
+        systems.load_file(path)
+
+
+def test_generate_check_exits_2_when_out_of_date(tmp_path: Path):
+    repo = _copy_checkout(tmp_path)
+    path = repo / "systems" / "aion.yaml"
+    path.write_text(path.read_text().replace("slurm: [--partition=batch]", "slurm: [--partition=large]"))
+    done = _mpiregress(repo, "generate", "--check")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith("run 'mpiregress generate'")
+    assert ".gitlab-ci.yml is out of date" in done.stderr and "Traceback" not in done.stderr
+
+
+def _copy_checkout(tmp_path: Path) -> Path:
+    from test_gitlab_ci import working_tree_files
+
+    repo = tmp_path / "checkout"
+    for rel in working_tree_files():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / rel, repo / rel)
+    return repo
+
+
+def _mpiregress(repo: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`mpiregress ARGS` running the copy's own code (its REPO_ROOT is the copy)."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(repo),
+           "MPIREGRESS_STATE_DIR": str(repo / "var"), "HOME": str(repo.parent)}
+    return subprocess.run([sys.executable, "-m", "mpiregress", *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def add_demo_cluster(repo: Path) -> None:
+    """What a site admin does to add a cluster: data files only (the topology of an EPYC 7H12
+    node, so the target is zen2: the run refuses a binary its nodes cannot execute)."""
+    template = (repo / "systems" / "template.yaml.in").read_text()
+    (repo / "systems" / "demo.yaml").write_text(template.replace("@NAME@", "demo").replace("@TARGET@", "zen2")
+                                                .replace("@EESSI_SUBDIR@", "x86_64/amd/zen2"))
+    (repo / "baselines" / "demo.yaml").write_text(
+        "schema: mpiregress-baselines/1\nsystem: demo\ntoolchain: \"2023b\"\nprovenance: {}\nreferences: {}\n")
+    shutil.copytree(repo / "checks" / "topology" / "aion-batch", repo / "checks" / "topology" / "demo-batch")
+
+
+@pytest.mark.slow
+def test_a_demo_cluster_needs_no_python_change(gitlab_ci_local, tmp_path: Path):
+    repo = make_repo(tmp_path, change=add_demo_cluster, message="add the demo cluster")
+    before = set(_git(repo, "ls-files", "*.py").split())
+
+    done = _mpiregress(repo, "generate")
+    assert done.returncode == 0, done.stderr
+    wrote = set(done.stdout.split("generate: wrote ")[1:])
+    assert {w.strip() for w in wrote} == {".gitlab-ci.yml", "checks/config/site.yaml", "spack-envs/demo-batch/spack.yaml"}
+
+    done = _mpiregress(repo, "lint", "--easybuild", "no")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "systems/ (aion, demo, iris, local" in done.stdout and "demo-batch" in done.stdout
+
+    # A real ReFrame dry run on the demo system: job scripts written for its partition.
+    report_dir = tmp_path / "dry-run-demo"
+    done = _mpiregress(repo, "run", "--system", "demo", "--dry-run", "--methods", "source",
+                       "--report-dir", str(report_dir), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    scripts = sorted((report_dir / "reframe" / "stage").rglob("rfm_job.sh"))
+    assert scripts and all("demo/batch" in str(s) for s in scripts)
+    assert "#SBATCH --partition=batch" in scripts[0].read_text()
+
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "generated files for demo")
+    assert set(_git(repo, "ls-files", "*.py").split()) == before, "a Python file was added or removed"
+    assert _git(repo, "diff", "--name-only", "origin/main", "--", "*.py") == ""
+    done = gcl(gitlab_ci_local, repo, "--list-json",
+               variables={"CI_PIPELINE_SOURCE": "schedule", "MPIREGRESS_SYSTEMS": "demo"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {job["name"] for job in json.loads(done.stdout) if job["when"] != "never"}
+    demo = {name for name in jobs if "demo" in name}
+    assert demo == {"lint:dry-run:demo", "run:demo:batch", "compare:demo", "report:demo", "history:demo",
+                    *(f"build:demo:batch: [{m}]" for m in ("source", "spack", "easybuild", "eessi"))}
+    assert jobs - demo == LINT   # the off-cluster lint jobs every pipeline has; no other system's jobs
