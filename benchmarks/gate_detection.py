@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--runs", type=int, default=26, help="accepted history runs available")
     parser.add_argument("--k", type=int, default=5, help="samples per run")
-    parser.add_argument("--mrs", type=int, default=300, help="simulated MRs per A/B cell")
+    parser.add_argument("--mrs", type=int, default=200, help="simulated MRs per A/B cell")
     parser.add_argument("--pairs", type=int, nargs="+", default=[4, 5, 6, 8], help="A/B pairs to compare")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)

@@ -51,7 +51,7 @@ def remeasure_plan(verdicts: Sequence[Verdict], first_nodes: Mapping[tuple[str, 
     cannot avoid them).
     """
     failing = [v.key for v in verdicts if v.verdict == "regression"]
-    nodes = {key: tuple(first_nodes.get(key, ())) for key in failing}
+    nodes: dict[tuple[str, ...], tuple[str, ...]] = {key: tuple(first_nodes.get(key, ())) for key in failing}
     exclude = sorted({n for ns in nodes.values() for n in ns})
     if partition_nodes is not None:
         needed = max((len(set(ns)) for ns in nodes.values()), default=1)

@@ -57,8 +57,9 @@ rerun. From it:
   bootstrap that uses the class's jitter instead of five values), shown at 95 %.
 
 A series whose own residuals scatter more than k residuals of its class do in
-99.9 % of the Monte Carlo draws is not covered by the pooled jitter: it is ``inconclusive`` (noisy) unless every one of its pairs
-is worse than the minimum effect. A class with fewer than ``min_pool`` residuals
+99.9 % of the Monte Carlo draws is not covered by the pooled jitter: it is
+``inconclusive`` (noisy) unless every one of its pairs is worse than the minimum
+effect. A class with fewer than ``min_pool`` residuals
 borrows the whole metric's residuals, widened to the class's own spread if that
 is larger (never narrower).
 
@@ -265,7 +266,7 @@ def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]
             found.pairs.append(pair)
             found.nodes.append(nodes_a)
         out[key] = found
-    for key, group in unpaired.items():
+    for key in unpaired:
         if key not in out:
             raise InputError(f"results of {series_name(key)} carry no A/B side (ab_side), so they are not "
                              f"from an A/B run")
@@ -347,7 +348,15 @@ def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> Nul
     hl = _hl_rows(draws)
     spread = (draws - hl[:, None]) * math.sqrt(pairs / (pairs - 1)) if pairs > 1 else draws * 0
     scales = 1.4826 * _row_median(np.abs(spread - _row_median(spread)[:, None]))
-    return NullModel(hl=np.sort(hl), noisy_scale=float(np.quantile(scales, config.noisy_quantile)))
+    return NullModel(hl=np.sort(hl), noisy_scale=_sorted_quantile(np.sort(scales), config.noisy_quantile))
+
+
+def _sorted_quantile(ordered: np.ndarray, q: float) -> float:
+    """Quantile of an already sorted array (linear interpolation, as np.quantile's default)."""
+    position = q * (len(ordered) - 1)
+    below = int(math.floor(position))
+    above = min(below + 1, len(ordered) - 1)
+    return float(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -392,7 +401,7 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
         testable.append(s)
     pools = _pools(testable, config)
     stats: list[tuple[SeriesPairs, float, float, float, float, float, bool]] = []
-    nulls: dict[tuple[tuple[str, str], int], np.ndarray] = {}
+    nulls: dict[tuple[tuple[str, str], int], NullModel] = {}
     for s in testable:
         d = s.log_ratios()
         est = hodges_lehmann(d)
@@ -404,13 +413,16 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
         p_up = (1 + draws - np.searchsorted(null, est, side="left")) / (draws + 1)
         p_down = (1 + np.searchsorted(null, est, side="right")) / (draws + 1)
         g = (1 - config.interval) / 2
-        low, high = est - float(np.quantile(null, 1 - g)), est - float(np.quantile(null, g))
+        low = est - _sorted_quantile(null, 1 - g)
+        high = est - _sorted_quantile(null, g)
         noisy = robust_scale(residuals(d)) > model.noisy_scale
         stats.append((s, est, float(p_up), float(p_down), low, high, noisy))
     adjusted_up = holm([t[2] for t in stats])
     adjusted_down = holm([t[3] for t in stats])
-    for (s, est, p_up, p_down, low, high, noisy), adj_up, adj_down in zip(stats, adjusted_up, adjusted_down):
-        verdicts[s.key] = _decide(s, est, p_up, adj_up, adj_down, low, high, noisy, config)
+    for (found_pairs, estimate, p_hurt, _p_good, lower, upper, too_noisy), adj_up, adj_down in zip(
+            stats, adjusted_up, adjusted_down, strict=True):
+        verdicts[found_pairs.key] = _decide(found_pairs, estimate, p_hurt, adj_up, adj_down, lower, upper,
+                                            too_noisy, config)
     return [verdicts[k] for k in found]
 
 
@@ -437,7 +449,7 @@ def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: fl
     delta = config.min_effect.get(s.metric, 0.03)
     d = s.log_ratios()
     nodes = tuple(sorted({n for ns in s.nodes for n in ns}))
-    common = dict(key=s.key, metric=s.metric, unit=s.unit, effect=effect, low=lo, high=hi, p_value=p_up,
+    common: dict[str, Any] = dict(key=s.key, metric=s.metric, unit=s.unit, effect=effect, low=lo, high=hi, p_value=p_up,
                   p_adjusted=adj_up, pairs=len(d), dropped=len(s.dropped), a_value=float(np.median(s.a)),
                   b_value=float(np.median(s.b)), nodes=nodes)
     side = "worse" if effect > 0 else "better"
