@@ -137,6 +137,16 @@ def _mr_records(rng: np.random.Generator, pairs: int, steps: dict[int, float]) -
     return records
 
 
+def _upper95(hits: int, trials: int) -> float:
+    """Wilson 95 % upper bound of a rate: how far the printed rate may be off with this many trials."""
+    if not trials:
+        return 1.0
+    z, p = 1.96, hits / trials
+    centre = p + z * z / (2 * trials)
+    spread = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return float((centre + spread) / (1 + z * z / trials))
+
+
 def _family_rate(per_series: list[float]) -> float:
     return 1 - float(np.prod([1 - p for p in per_series]))
 
@@ -183,7 +193,8 @@ def ab_table(rng: np.random.Generator, args, rates: dict) -> None:
         per_step = args.mrs * 4
         print(f"{f'A/B paired, {pairs} pairs':<24} | {fa_series / n:>9.3%} {fa_mr / args.mrs:>7.1%} | "
               f"{hits[0.05] / per_step:>7.1%} {hits[0.10] / per_step:>7.1%} | {strict / per_step:>9.1%} | "
-              f"{inconclusive / n:>8.2%} | {2 * pairs / args.k:>4.1f}x")
+              f"{inconclusive / n:>8.2%} | {2 * pairs / args.k:>4.1f}x   (FA/MR {fa_mr}/{args.mrs}, 95 % "
+              f"upper bound {_upper95(fa_mr, args.mrs):.1%})")
     print("targets: det 5% >= 95 %, FA/MR <= 1 %, time <= 2.0x. 'strict 5%': detection if the 95 % interval's "
           "lower bound had to exceed the minimum effect; 'inconcl.': null series called inconclusive (noisy)")
 

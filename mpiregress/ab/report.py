@@ -85,7 +85,7 @@ interval; a series fails when it is worse than {{ "%.0f"|format(min_effect * 100
 
 | verdict | series | effect | interval | pairs | cause / why |
 |---|---|---|---|---|---|
-{% for r in rows %}| {{ icons.get(r.verdict, "") }} {{ r.verdict }}{% if r.basis != "paired" %} ({{ r.basis }}){% endif %} \
+{% for r in rows %}| {{ icons.get(r.verdict, "") }} {{ r.verdict }}{% if r.basis in ("history", "baseline") %} ({{ r.basis }}){% endif %} \
 | {{ r.series }} | {{ r.effect_text }} | {{ r.interval_text }} | {{ r.pairs }}{% if r.dropped %} (−{{ r.dropped }}){% endif %} \
 | {{ (r.cause or r.reason)|replace("|", "\\\\|") }} |
 {% endfor %}"""
@@ -100,7 +100,7 @@ interval. A series fails when it is worse than {{ "%.0f"|format(min_effect * 100
 are judged by the history gate and say so.</p>
 <table><tr><th>verdict</th><th>series</th><th>A (median)</th><th>B (median)</th><th>effect (+ worse)</th>
 <th>interval</th><th>pairs</th><th>cause</th><th>why</th></tr>
-{% for r in rows %}<tr class="v-{{ r.verdict }}"><td>{{ r.verdict }}{% if r.basis != "paired" %} ({{ r.basis }}){% endif %}</td>
+{% for r in rows %}<tr class="v-{{ r.verdict }}"><td>{{ r.verdict }}{% if r.basis in ("history", "baseline") %} ({{ r.basis }}){% endif %}</td>
 <td>{{ r.series }}</td><td class="num">{{ "—" if r.a_value is none else "%.4g"|format(r.a_value) }}</td>
 <td class="num">{{ "—" if r.b_value is none else "%.4g"|format(r.b_value) }} {{ r.unit }}</td>
 <td class="num">{{ r.effect_text }}</td><td class="num">{{ r.interval_text }}</td>
