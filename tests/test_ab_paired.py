@@ -205,3 +205,20 @@ def test_plan_refuses_mismatched_builds_and_tags_samples():
         check_comparable(a, Side(manifest="mr/x.json", method="spack", target="x86_64_v4", toolchain="2023b"))
     with pytest.raises(InputError, match="node list"):
         plan_run(a, b, 6, [])
+
+
+def test_bandwidth_effect_reads_as_the_drop_of_b():
+    """B at half A's bandwidth is 50 % worse (not +100 %), as the history gate says it."""
+    records = []
+    for index in range(3):
+        for pair in range(6):
+            for side in "AB":
+                value = 1000.0 * (1 + 0.001 * ((pair * 7 + index) % 5))
+                if side == "B" and index == 0:
+                    value /= 2
+                records.append({"system": "s", "partition": "p", "method": "source", "placement": f"p{index}",
+                                "metric": "bandwidth", "value": value, "status": "pass", "ab_side": side,
+                                "ab_pair": pair, "nodelist": ["n1"], "target": "t"})
+    v = _by_placement(paired.judge(records, FAST))["p0"]
+    assert v.effect == pytest.approx(0.5, abs=1e-9)
+    assert "50.0% worse" in v.reason

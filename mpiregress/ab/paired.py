@@ -371,8 +371,18 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _relative(log_effect: float) -> float:
-    return math.expm1(log_effect)
+def _relative(metric: str, log_effect: float) -> float:
+    """Hurting-side log-ratio -> relative change of B against A, positive = worse.
+
+    Latency: B = A (1 + effect); bandwidth: B = A (1 - effect), so "5 % worse" means
+    5 % slower or 5 % less bandwidth, as the history gate reports it.
+    """
+    return -math.expm1(-log_effect) if METRICS[metric].higher_is_better else math.expm1(log_effect)
+
+
+def _log_threshold(metric: str, effect: float) -> float:
+    """The hurting-side log-ratio of a relative effect (inverse of :func:`_relative`)."""
+    return -math.log1p(-effect) if METRICS[metric].higher_is_better else math.log1p(effect)
 
 
 def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = PairedConfig(),
@@ -445,7 +455,7 @@ def _pools(testable: Sequence[SeriesPairs], config: PairedConfig) -> dict[tuple[
 
 def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: float, low: float, high: float,
             noisy: bool, config: PairedConfig) -> PairedVerdict:
-    effect, lo, hi = _relative(est), _relative(low), _relative(high)
+    effect, lo, hi = (_relative(s.metric, x) for x in (est, low, high))
     delta = config.min_effect.get(s.metric, 0.03)
     d = s.log_ratios()
     nodes = tuple(sorted({n for ns in s.nodes for n in ns}))
@@ -460,7 +470,7 @@ def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: fl
         summary += f" ({len(s.dropped)} dropped: " + "; ".join(
             f"pair {p} {r}" for p, r in sorted(s.dropped.items())[:3]) + ")"
     significant = adj_up <= config.alpha
-    every_pair_worse = bool(np.all(d > math.log1p(delta)))
+    every_pair_worse = bool(np.all(d > _log_threshold(s.metric, delta)))
     if effect > delta and significant and (not noisy or every_pair_worse):
         return PairedVerdict(verdict="regression", reason=f"{summary}: worse than the {delta:.0%} minimum effect "
                              f"at {config.alpha:.0%} family-wise error (Holm p {adj_up:.2g})", **common)
