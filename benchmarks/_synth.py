@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress.names import METRICS
+from mpiregress.names import METRICS, PT2PT
 
 # (run-level lognormal sigma, sample jitter scale) per metric and locality.
 NOISE: dict[tuple[str, str], tuple[float, float]] = {
@@ -70,21 +70,20 @@ def matrix_results(rng: np.random.Generator, system: str, when: str, commit: str
     ``effects`` maps (partition, method, placement, metric) -> relative step on the
     hurting side (negative: an improvement), to inject events.
     """
-    from mpiregress.results import Result
+    from mpiregress.results import pt2pt
 
     effects = effects or {}
     results = []
     for partition in PARTITIONS[system]:
         for method in METHODS:
             for placement in SYSTEM_PLACEMENTS[system]:
-                for metric, spec in METRICS.items():
+                for metric in PT2PT:
                     noise = NOISE[(metric, locality(placement))]
                     step = effects.get((partition, method, placement, metric), 0.0)
                     samples = run_samples(rng, metric, BASE[(metric, placement)], *noise, k, step=step)
-                    results.append(Result(
-                        system=system, partition=partition, method=method, placement=placement, metric=metric,
-                        benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit,
-                        value=float(np.median(samples)), status="pass", samples=[float(v) for v in samples],
+                    results.append(pt2pt(
+                        system, partition, method, placement, metric,
+                        float(np.median(samples)), status="pass", samples=[float(v) for v in samples],
                         toolchain=toolchain, time=when, commit=commit, pipeline=pipeline,
                         nodelist=[f"{system}-{rng.integers(1, 100):03d}"], target="zen2" if system == "aion"
                         else partition, check=f"osu_{metric}_{placement}_{method}"))

@@ -44,6 +44,7 @@ import _synth  # noqa: E402
 from mpiregress.ab import paired  # noqa: E402
 from mpiregress.gate import GateConfig, judge_values  # noqa: E402
 from mpiregress.names import METRICS  # noqa: E402
+from mpiregress.results import pt2pt_key  # noqa: E402
 
 STEPS = (0.0, 0.05, 0.10)
 FIXED_BAND = 0.20
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     rates: dict[tuple[str, str, float], tuple[float, float]] = {}
     for (metric, where), noise in _synth.NOISE.items():
         base = _synth.BASE[(metric, "cross_node" if where == "inter-node" else "same_numa")]
-        key = ("synthetic", "p", "source", "cross_node" if where == "inter-node" else "same_numa", metric)
+        key = pt2pt_key("synthetic", "p", "source", "cross_node" if where == "inter-node" else "same_numa", metric)
         for step in STEPS:
             gate_hits = noisy = fixed_hits = 0
             bands = []
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
         for metric, where in (("latency", "intra-node"), ("bandwidth", "inter-node")):
             noise = _synth.NOISE[(metric, where)]
             base = _synth.BASE[(metric, "same_numa" if where == "intra-node" else "cross_node")]
-            key = ("synthetic", "p", "source", "same_numa", metric)
+            key = pt2pt_key("synthetic", "p", "source", "same_numa", metric)
             for step in (0.0, 0.10):
                 hits = 0
                 for _ in range(args.trials // 2):

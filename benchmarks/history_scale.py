@@ -28,7 +28,7 @@ import _synth  # noqa: E402
 
 from mpiregress import gate, history, report  # noqa: E402
 from mpiregress.report import html, junit, markdown  # noqa: E402
-from mpiregress.results import Result  # noqa: E402
+from mpiregress.results import Result, pt2pt_key  # noqa: E402
 
 
 def events(system: str, week: int) -> tuple[dict, str]:
@@ -88,10 +88,10 @@ def main(argv=None) -> int:
             effects[("broadwell", "spack", "cross_socket", "latency")] = 0.15
         mr += _synth.matrix_results(rng, system, when, "mr0001", "p9999", args.k, toolchain=toolchain,
                                     effects=effects)
-    crashed = next(r for r in mr if r.key() == ("aion", "batch", "eessi", "cross_numa", "bandwidth"))
+    crashed = next(r for r in mr if r.key() == pt2pt_key("aion", "batch", "eessi", "cross_numa", "bandwidth"))
     crashed.status, crashed.value, crashed.samples = "error", None, []
     crashed.reason = "rank 1 died of signal 4 (illegal instruction): build target zen3, node zen2"
-    skipped = next(r for r in mr if r.key() == ("iris", "skylake", "source", "cross_node", "latency"))
+    skipped = next(r for r in mr if r.key() == pt2pt_key("iris", "skylake", "source", "cross_node", "latency"))
     skipped.status, skipped.value, skipped.samples, skipped.reason = "skip", None, [], "only one node free"
 
     t1 = time.perf_counter()

@@ -55,7 +55,7 @@ from mpiregress.baselines import Baselines, Reference  # noqa: E402
 from mpiregress.gate import GateConfig, exit_code, judge_values  # noqa: E402
 from mpiregress.gate import format_value as fv  # noqa: E402
 from mpiregress.names import METRICS, PLACEMENTS  # noqa: E402
-from mpiregress.results import Result  # noqa: E402
+from mpiregress.results import Result, pt2pt, pt2pt_key  # noqa: E402
 
 DEFAULT_CSV = REPO.parent / "shared" / "data" / "ulhpc-2025-05-osu-results.csv"
 DEFAULT_REPORT = REPO.parent / "shared" / "seeds" / "000_b7a0fc99f10d605e.txt"
@@ -91,11 +91,15 @@ def one_sided(metric: str, ref: tuple, provenance: str) -> Reference:
                      metric=metric)
 
 
+def group(system: str, partition: str, placement: str, metric: str) -> tuple:
+    """The cross-method group of a point-to-point series (consistency.method_values' key)."""
+    return pt2pt_key(system, partition, "source", placement, metric).without()
+
+
 def study_results(rows) -> list[Result]:
     """The CSV's values as the project's result records, one per study partition of each system."""
-    return [Result(system=r.system, partition=partition, method=r.method, placement=r.placement, metric=r.metric,
-                   benchmark=METRICS[r.metric].benchmark, message_size=METRICS[r.metric].message_size,
-                   unit=r.unit, value=r.value, status=r.status_in_study, toolchain=TOOLCHAIN)
+    return [pt2pt(r.system, partition, r.method, r.placement, r.metric, r.value, status=r.status_in_study,
+                  unit=r.unit, toolchain=TOOLCHAIN)
             for r in rows for partition in seed_data.STUDY_PARTITIONS[r.system]]
 
 
@@ -135,7 +139,7 @@ def main(argv=None) -> int:
     values = consistency.method_values(study_results(rows))
     behind = consistency.check(values)
     # The allowance consistency.check applies when no history gives the noise (its own function, not a copy).
-    allowance = consistency._threshold(("aion", "batch", "same_numa", "latency"), (), {}, consistency.Z,
+    allowance = consistency._threshold(group("aion", "batch", "same_numa", "latency"), (), {}, consistency.Z,
                                        consistency.MIN_GAP)
 
     print(f"Seed study 000 replay: {len(rows)} MEASURED values from {args.csv.name} (one run each, with the "
@@ -172,7 +176,7 @@ def main(argv=None) -> int:
 
     # ---------------------------------------------------------------------------------------- finding 2
     print("\n2. Aion same-NUMA latency is an improvement over a stale reference, not a failure")
-    key = ("aion", "batch", "same_numa", "latency")
+    key = group("aion", "batch", "same_numa", "latency")
     same = values[key]
     spread = (max(same.values()) - min(same.values())) / min(same.values())
     flagged = [f for f in behind if (f.system, f.placement, f.metric) == ("aion", "same_numa", "latency")]
@@ -183,15 +187,15 @@ def main(argv=None) -> int:
           f"[study: {', '.join(sorted(set(statuses.values())))} for all three]")
     topology_ok = True
     for method in sorted(same):
-        by_placement = {p: values[("aion", "batch", p, "latency")][method] for p in PLACEMENTS
-                        if method in values.get(("aion", "batch", p, "latency"), {})}
+        by_placement = {p: values[group("aion", "batch", p, "latency")][method] for p in PLACEMENTS
+                        if method in values.get(group("aion", "batch", p, "latency"), {})}
         lowest = min(by_placement, key=by_placement.__getitem__)
         topology_ok &= lowest == "same_numa" and max(by_placement, key=by_placement.__getitem__) == "cross_node"
         print(f"       {method:<9} " + " < ".join(f"{p} {fv(v)}" for p, v in sorted(by_placement.items(),
                                                                                    key=lambda kv: kv[1]))
               + f" us: lowest is {lowest}")
-    iris_same = values[("iris", "broadwell", "same_numa", "latency")]
-    iris_sock = values[("iris", "broadwell", "cross_socket", "latency")]
+    iris_same = values[group("iris", "broadwell", "same_numa", "latency")]
+    iris_sock = values[group("iris", "broadwell", "cross_socket", "latency")]
     odd = sorted(m for m in iris_same if iris_same[m] > iris_sock.get(m, float("inf")))
     print(f"       topology predicts same_numa lowest, cross_node highest: {'holds' if topology_ok else 'FAILS'} for "
           f"every Aion build (the same test fails on Iris for {', '.join(odd)}: same_numa above cross_socket)")
@@ -208,7 +212,7 @@ def main(argv=None) -> int:
     for name, role in models:
         ref = TUPLES[name]
         reference = one_sided("latency", ref, name)
-        verdicts = [judge_values(("aion", "batch", m, "same_numa", "latency"), [same[m]], [], REPLAY,
+        verdicts = [judge_values(pt2pt_key("aion", "batch", m, "same_numa", "latency"), [same[m]], [], REPLAY,
                                  baseline=reference) for m in sorted(same)]
         rf = ["pass" if reframe_passes(same[m], ref) else "fail" for m in sorted(same)]
         kinds = sorted({v.verdict for v in verdicts})
@@ -223,8 +227,8 @@ def main(argv=None) -> int:
         if name in ("rec_intra_socket", "guess_same_numa"):
             print(f"         gate on eessi: {verdicts[sorted(same).index('eessi')].reason}")
     seeded = baselines.for_system("aion", args.baselines)
-    seed_verdicts = [judge_values(("aion", "batch", m, "same_numa", "latency"), [same[m]], [], REPLAY,
-                                  baseline=seeded.lookup("batch", m, "same_numa", "latency")) for m in sorted(same)]
+    seed_verdicts = [judge_values(pt2pt_key("aion", "batch", m, "same_numa", "latency"), [same[m]], [], REPLAY,
+                                  baseline=seeded.lookup_pt2pt("batch", m, "same_numa", "latency")) for m in sorted(same)]
     print(f"       for reference, the project's seeded baselines (aion.yaml, the measured values, 15 %): "
           f"{'/'.join(sorted({v.verdict for v in seed_verdicts}))}, exit {exit_code(seed_verdicts)}")
     print("       Reading: an excellent latency can fail a ReFrame reference only if the reference is two-sided (its "
@@ -256,7 +260,7 @@ def main(argv=None) -> int:
     guess_book = Baselines(path=Path("<seed report 000 §3.3>"), system="iris", toolchain=TOOLCHAIN,
                            provenance={"seed000-guess": {"description": "MODELLED: the report's guessed tuple "
                                                          f"{QUOTED['guess_source_bw'][0]}, not a recorded reference"}},
-                           references={(p, "source", pl, "bandwidth"): guess_ref
+                           references={pt2pt_key("iris", p, "source", pl, "bandwidth"): guess_ref
                                        for p in seed_data.STUDY_PARTITIONS["iris"]
                                        for pl in ("same_numa", "cross_socket")})
     books = [("MEASURED-derived", "seeded baseline (iris.yaml, measured value, 15 %)", iris_book),
@@ -269,8 +273,8 @@ def main(argv=None) -> int:
             row = measured[("iris", placement, "source", "bandwidth")]
             f = next((g for g in gaps if g.kind == "lenient" and g.method == "source" and g.metric == "bandwidth"
                       and g.placement == placement), None)
-            ref = book.lookup("broadwell", "source", placement, "bandwidth")
-            v = judge_values(("iris", "broadwell", "source", placement, "bandwidth"), [row.value], [], REPLAY,
+            ref = book.lookup_pt2pt("broadwell", "source", placement, "bandwidth")
+            v = judge_values(pt2pt_key("iris", "broadwell", "source", placement, "bandwidth"), [row.value], [], REPLAY,
                              baseline=ref)
             rf = "pass" if reframe_passes(row.value, ref.reframe()) else "fail"
             reached3 &= f is not None
@@ -287,7 +291,7 @@ def main(argv=None) -> int:
             print(f"     the same check on iris.yaml also flags {len(extra)} other band(s): "
                   + "; ".join(f"{g.method} {g.placement} {g.metric} ({g.kind} {g.gap:.0%})" for g in extra))
     best = measured[("iris", "same_numa", "easybuild", "bandwidth")]
-    fix = judge_values(("iris", "broadwell", "source", "same_numa", "bandwidth"),
+    fix = judge_values(pt2pt_key("iris", "broadwell", "source", "same_numa", "bandwidth"),
                        [measured[("iris", "same_numa", "source", "bandwidth")].value], [], REPLAY,
                        baseline=Reference(best.value, 0.15, "MB/s", "easybuild-level", "bandwidth"))
     print(f"   contrast: a band at the level another build measures (easybuild {fv(best.value)} MB/s, 15 %) gates "

@@ -28,7 +28,9 @@ from typing import Any, Optional
 import yaml
 
 from .errors import InputError
-from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
+from .names import METHODS, METRICS, PLACEMENTS, PT2PT, SYSTEMS
+from .results import pt2pt_key
+from .series import SeriesKey, freeze
 
 SCHEMA = "mpiregress-baselines/1"
 
@@ -67,10 +69,19 @@ class Baselines:
     system: str
     toolchain: str
     provenance: dict[str, dict[str, Any]]
-    references: dict[tuple[str, str, str, str], Reference] = field(default_factory=dict)
+    references: dict[SeriesKey, Reference] = field(default_factory=dict)
 
-    def lookup(self, partition: str, method: str, placement: str, metric: str) -> Optional[Reference]:
-        return self.references.get((partition, method, placement, metric))
+    def lookup(self, key: SeriesKey) -> Optional[Reference]:
+        """The reference of series ``key``, or None."""
+        return self.references.get(key)
+
+    def lookup_pt2pt(self, partition: str, method: str, placement: str, metric: str) -> Optional[Reference]:
+        """The reference of a point-to-point series, named the short way."""
+        return self.references.get(pt2pt_key(self.system, partition, method, placement, metric))
+
+    def keys(self) -> list[SeriesKey]:
+        """Every series this file has a reference for."""
+        return list(self.references)
 
 
 def _fail(path: Path, key: str, message: str) -> InputError:
@@ -89,6 +100,23 @@ def _number(path: Path, key: str, value: Any, positive: bool = True) -> float:
     if positive and value <= 0:
         raise _fail(path, key, f"must be positive, found {value!r}")
     return float(value)
+
+
+def _reference(path: Path, key: str, metric: str, entry: Any, provenance: dict[str, Any]) -> Reference:
+    entry = _mapping(path, key, entry)
+    value = _number(path, f"{key}.value", entry.get("value"))
+    tolerance = _number(path, f"{key}.tolerance", entry.get("tolerance"))
+    if METRICS[metric].higher_is_better and tolerance >= 1:
+        raise _fail(path, f"{key}.tolerance",
+                    f"is the fraction {metric} may fall, below 1 (0.10 = 10 %), found {tolerance!r}")
+    unit = entry.get("unit")
+    if unit != METRICS[metric].unit:
+        raise _fail(path, f"{key}.unit", f"must be {METRICS[metric].unit!r} for {metric}, found {unit!r}")
+    prov = entry.get("provenance")
+    if prov not in provenance:
+        raise _fail(path, f"{key}.provenance",
+                    f"{prov!r} is not described under 'provenance' (a baseline without provenance is not accepted)")
+    return Reference(value=value, tolerance=tolerance, unit=unit, provenance=prov, metric=metric)
 
 
 def parse(data: Any, path: Path) -> Baselines:
@@ -124,23 +152,32 @@ def parse(data: Any, path: Path) -> Baselines:
                                 f"unknown placement (known: {', '.join(PLACEMENTS)})")
                 for metric, entry in _mapping(path, f"references.{partition}.{method}.{placement}", metrics).items():
                     key = f"references.{partition}.{method}.{placement}.{metric}"
-                    if metric not in METRICS:
-                        raise _fail(path, key, f"unknown metric (known: {', '.join(METRICS)})")
-                    entry = _mapping(path, key, entry)
-                    value = _number(path, f"{key}.value", entry.get("value"))
-                    tolerance = _number(path, f"{key}.tolerance", entry.get("tolerance"))
-                    if METRICS[metric].higher_is_better and tolerance >= 1:
-                        raise _fail(path, f"{key}.tolerance",
-                                    f"is the fraction {metric} may fall, below 1 (0.10 = 10 %), found {tolerance!r}")
-                    unit = entry.get("unit")
-                    if unit != METRICS[metric].unit:
-                        raise _fail(path, f"{key}.unit", f"must be {METRICS[metric].unit!r} for {metric}, found {unit!r}")
-                    prov = entry.get("provenance")
-                    if prov not in provenance:
-                        raise _fail(path, f"{key}.provenance",
-                                    f"{prov!r} is not described under 'provenance' (a baseline without provenance is not accepted)")
-                    result.references[(partition, method, placement, metric)] = Reference(
-                        value=value, tolerance=tolerance, unit=unit, provenance=prov, metric=metric)
+                    if metric not in PT2PT:
+                        raise _fail(path, key, f"unknown point-to-point metric (known: {', '.join(PT2PT)})")
+                    result.references[pt2pt_key(system, partition, method, placement, metric)] = _reference(
+                        path, key, metric, entry, provenance)
+    series = top.get("series", [])
+    if not isinstance(series, list):
+        raise _fail(path, "series", f"must be a list of series, found {type(series).__name__}")
+    for i, entry in enumerate(series):
+        key = f"series[{i}]"
+        entry = _mapping(path, key, entry)
+        for name in ("partition", "method", "benchmark", "metric"):
+            if not isinstance(entry.get(name), str) or not entry[name]:
+                raise _fail(path, f"{key}.{name}", f"must be a non-empty name, found {entry.get(name)!r}")
+        if entry["method"] not in METHODS:
+            raise _fail(path, f"{key}.method", f"unknown build method (known: {', '.join(METHODS)})")
+        if entry["metric"] not in METRICS:
+            raise _fail(path, f"{key}.metric", f"unknown metric (known: {', '.join(METRICS)})")
+        params = _mapping(path, f"{key}.parameters", entry.get("parameters", {}))
+        for pname, pvalue in params.items():
+            if isinstance(pvalue, (bool, float)) or not isinstance(pvalue, (int, str)):
+                raise _fail(path, f"{key}.parameters.{pname}", f"must be a whole number or a name, found {pvalue!r}")
+        ref_key = SeriesKey(system, entry["partition"], entry["method"], entry["benchmark"], freeze(params),
+                            entry["metric"])
+        if ref_key in result.references:
+            raise _fail(path, key, "names a series that already has a reference in this file")
+        result.references[ref_key] = _reference(path, key, entry["metric"], entry, provenance)
     return result
 
 

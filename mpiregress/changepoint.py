@@ -37,8 +37,9 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .gate import format_value as fv
-from .history import History, RunPoint, SeriesKey, series_name
+from .history import History, RunPoint
 from .names import METRICS
+from .series import SeriesKey
 
 BETA = 3.0          # penalty multiplier (benchmarks/gate_detection-style calibration in tests/test_changepoint.py)
 MIN_SIZE = 3        # a segment spans at least 3 runs: one odd week is not a new level
@@ -70,10 +71,9 @@ class ChangePoint:
         return new if old == new else f"{old}..{new}"
 
     def sentence(self) -> str:
-        metric = self.key[4]
-        unit = METRICS[metric].unit
+        unit = METRICS[self.key.metric].unit
         direction = "worse" if self.worse else "better"
-        what = (f"{series_name(self.key)}: {abs(self.change):.1%} {direction} ({fv(self.before)} -> "
+        what = (f"{self.key.name()}: {abs(self.change):.1%} {direction} ({fv(self.before)} -> "
                 f"{fv(self.after)} {unit}) from run {self.run_after.run_id} ({self.run_after.time[:10]}), "
                 f"commit {self.commits}")
         if self.toolchain_changed:
@@ -133,7 +133,7 @@ def series_changepoints(key: SeriesKey, runs: Sequence[RunPoint], **params) -> l
     for (a0, a1), (b0, b1) in zip(segs, segs[1:]):
         before, after = statistics.median(medians[a0:a1]), statistics.median(medians[b0:b1])
         change = after / before - 1
-        worse = METRICS[key[4]].worse(after, before)
+        worse = METRICS[key.metric].worse(after, before)
         points.append(ChangePoint(key, b0, before, after, change, worse, runs[b0 - 1], runs[b0]))
     return points
 

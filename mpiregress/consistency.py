@@ -1,7 +1,8 @@
 """Cross-method consistency: builds of one toolchain should perform alike.
 
 All four build methods compile the same OSU 7.2 with the same GCC and OpenMPI
-(toolchains/), so on the same system, partition, placement and metric their values
+(toolchains/), so on the same series apart from the method (system, partition,
+benchmark, parameters, metric) their values
 should agree within run-to-run noise. A method behind the best method by more than
 that noise points at the build or its runtime environment (a different MPI
 component, a binding the module sets), whatever a per-method baseline says. This is
@@ -29,11 +30,11 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from .baselines import Baselines
 from .gate import format_value as fv
-from .history import SeriesKey
 from .names import METRICS
 from .results import Result
+from .series import Params, SeriesKey
 
-GroupKey = tuple[str, str, str, str]   # system, partition, placement, metric
+GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
 DEFAULT_NOISE: dict[str, float] = {"latency": 0.05, "bandwidth": 0.05}
 Z = 3.0
@@ -50,7 +51,8 @@ class Finding:
     kind: str                 # behind (measured) | lenient (baseline band) | strict (baseline nobody meets)
     system: str
     partition: str
-    placement: str
+    benchmark: str
+    parameters: Params
     metric: str
     method: str
     value: float              # the method's value, or the band's limit for baseline findings
@@ -61,8 +63,18 @@ class Finding:
     unit: str
     reference: Optional[float] = None
 
+    @property
+    def placement(self) -> str:
+        return str(dict(self.parameters).get("placement", ""))
+
+    @property
+    def label(self) -> str:
+        """The series apart from system, partition, method and metric (see SeriesKey.label)."""
+        return SeriesKey(self.system, self.partition, self.method, self.benchmark, self.parameters,
+                         self.metric).label()
+
     def sentence(self) -> str:
-        where = f"{self.system}/{self.partition} {self.placement} {self.metric}"
+        where = f"{self.system}/{self.partition} {self.label} {self.metric}"
         if self.kind == "behind":
             return (f"{where}: {self.method} {fv(self.value)} {self.unit} is {self.gap:.0%} behind "
                     f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})")
@@ -89,23 +101,23 @@ def _best(metric: str, values: Mapping[str, float]) -> tuple[str, float]:
 
 
 def method_values(results: Iterable[Result]) -> dict[GroupKey, dict[str, float]]:
-    """Median measured value per method, grouped by (system, partition, placement, metric)."""
+    """Median measured value per method, grouped by the series apart from the method."""
     samples: dict[GroupKey, dict[str, list[float]]] = {}
     for r in results:
-        if r.status not in ("pass", "fail") or r.message_size != METRICS[r.metric].message_size:
+        if r.status not in ("pass", "fail"):
             continue
         values = r.samples or ([r.value] if r.value is not None else [])
         if values:
-            group = (r.system, r.partition, r.placement, r.metric)
+            group = r.key().without()
             samples.setdefault(group, {}).setdefault(r.method, []).extend(float(v) for v in values)
     return {g: {m: statistics.median(v) for m, v in by_method.items()} for g, by_method in samples.items()}
 
 
 def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey, float], z: float,
                min_gap: float) -> float:
-    system, partition, placement, metric = group
-    known = [noise[(system, partition, m, placement, metric)] for m in methods
-             if noise.get((system, partition, m, placement, metric)) is not None]
+    system, partition, benchmark, params, metric = group
+    keys = [SeriesKey(system, partition, m, benchmark, params, metric) for m in methods]
+    known = [noise[k] for k in keys if noise.get(k) is not None]
     level = max(known) if known else DEFAULT_NOISE[metric]
     return max(z * math.sqrt(2) * level, min_gap)
 
@@ -118,7 +130,7 @@ def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mappin
     for group, by_method in sorted(values.items()):
         if len(by_method) < 2:
             continue
-        system, partition, placement, metric = group
+        system, partition, benchmark, params, metric = group
         best_method, best_value = _best(metric, by_method)
         for method, value in sorted(by_method.items()):
             if method == best_method:
@@ -126,8 +138,8 @@ def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mappin
             gap = _shortfall(metric, value, best_value)
             threshold = _threshold(group, (method, best_method), noise, z, min_gap)
             if gap > threshold:
-                findings.append(Finding("behind", system, partition, placement, metric, method, value, best_method,
-                                        best_value, gap, threshold, METRICS[metric].unit))
+                findings.append(Finding("behind", system, partition, benchmark, params, metric, method, value,
+                                        best_method, best_value, gap, threshold, METRICS[metric].unit))
     return sorted(findings, key=lambda f: -f.gap)
 
 
@@ -138,8 +150,11 @@ def baseline_gaps(baselines: Iterable[Baselines], values: Mapping[GroupKey, Mapp
     noise = noise or {}
     findings = []
     for book in baselines:
-        for (partition, method, placement, metric), ref in sorted(book.references.items()):
-            group = (book.system, partition, placement, metric)
+        for key in sorted(book.keys()):
+            ref = book.lookup(key)
+            assert ref is not None
+            group = key.without()
+            method, metric = key.method, key.metric
             measured = values.get(group)
             if not measured:
                 continue
@@ -148,10 +163,10 @@ def baseline_gaps(baselines: Iterable[Baselines], values: Mapping[GroupKey, Mapp
             gap = _shortfall(metric, limit, best_value)
             threshold = _threshold(group, (method, best_method), noise, z, min_gap)
             if gap > threshold:
-                findings.append(Finding("lenient", book.system, partition, placement, metric, method, limit,
+                findings.append(Finding("lenient", *group[:4], metric, method, limit,
                                         best_method, best_value, gap, threshold, ref.unit, reference=ref.value))
             elif all(METRICS[metric].worse(v, limit) for v in measured.values()):
-                findings.append(Finding("strict", book.system, partition, placement, metric, method, limit,
+                findings.append(Finding("strict", *group[:4], metric, method, limit,
                                         best_method, best_value, _shortfall(metric, best_value, limit), threshold,
                                         ref.unit, reference=ref.value))
     return sorted(findings, key=lambda f: (f.kind, -f.gap))

@@ -2,7 +2,7 @@
 
 The statistic (and why)
 -----------------------
-A *series* is (system, partition, method, placement, metric). Its history is the
+A *series* is (system, partition, method, benchmark, parameters, metric). Its history is the
 last N accepted runs; each run is summarised by the **median of its samples**, so
 one run counts once however many samples it took, and an outlier sample (a
 daemon waking up during osu_latency) cannot move it.
@@ -56,9 +56,10 @@ from typing import Mapping, Optional, Sequence
 
 from .baselines import Baselines, Reference, for_system
 from .errors import ERROR, OK, REGRESSION
-from .history import History, RunPoint, SeriesKey, series_name
+from .history import History, RunPoint
 from .names import METRICS
 from .results import Result
+from .series import SeriesKey
 
 VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -72,12 +73,15 @@ class GateConfig:
 
     last_runs: int = 10            # N: how many accepted runs give the current level (median)
     noise_runs: int = 26           # how many accepted runs give the run-to-run noise (MAD of differences)
-    prior_noise: Mapping[str, float] = field(default_factory=lambda: {"latency": 0.02, "bandwidth": 0.03})
+    # Per metric; efficiency is a ratio near 1 that moves little, a detour (us) moves a lot.
+    prior_noise: Mapping[str, float] = field(default_factory=lambda: {
+        "latency": 0.02, "bandwidth": 0.03, "efficiency": 0.01, "max_detour": 0.25})
     prior_weight: float = 8.0      # the prior counts as this many run-to-run differences
     min_runs: int = 5              # fewer accepted runs than this: fall back to the baselines file
     min_samples: int = 3           # k: fewer new samples than this is an error, not a verdict
     z: float = 3.5                 # one-sided threshold, in robust standard deviations
-    min_effect: Mapping[str, float] = field(default_factory=lambda: {"latency": 0.03, "bandwidth": 0.03})
+    min_effect: Mapping[str, float] = field(default_factory=lambda: {
+        "latency": 0.03, "bandwidth": 0.03, "efficiency": 0.02, "max_detour": 0.5})
     max_band: float = 0.25         # a band wider than this cannot certify a pass: "noisy"
     noisy_factor: float = 3.0      # new samples scattering this many times more than history runs: "noisy"
     noisy_floor: float = 0.05      # ... and more than this relative spread at all
@@ -106,7 +110,7 @@ class Verdict:
         return self.verdict in GATING
 
     def name(self) -> str:
-        return series_name(self.key)
+        return self.key.name()
 
 
 def robust_spread(values: Sequence[float]) -> float:
@@ -174,7 +178,7 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
     Pure function on numbers: the benchmarks and tests call it directly; :func:`judge`
     feeds it from results and the history store.
     """
-    metric = key[4]
+    metric = key.metric
     unit = unit or METRICS[metric].unit
     common = dict(key=key, unit=unit, toolchain=toolchain, samples=len(new), history_runs=len(history))
     if len(new) < config.min_samples:
@@ -229,11 +233,10 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
 
 
 def new_samples(results: Sequence[Result]) -> dict[SeriesKey, list[Result]]:
-    """Results of the current run grouped by series, at each metric's own message size."""
+    """Results of the current run grouped by series."""
     grouped: dict[SeriesKey, list[Result]] = {}
     for r in results:
-        if r.message_size == METRICS[r.metric].message_size:
-            grouped.setdefault(r.key(), []).append(r)
+        grouped.setdefault(r.key(), []).append(r)
     return grouped
 
 
@@ -250,7 +253,7 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
     """A verdict for every series of ``results``, against ``history`` and ``baselines`` (by system)."""
     verdicts = []
     for key, group in sorted(new_samples(results).items()):
-        system, partition, method, placement, metric = key
+        metric = key.metric
         toolchain = group[0].toolchain
         common = dict(key=key, unit=group[0].unit or METRICS[metric].unit, toolchain=toolchain)
         errors = [r for r in group if r.status == "error"]
@@ -279,10 +282,10 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
         elif not history:
             note = "no history given"
         baseline = None
-        book = baselines.get(system)
+        book = baselines.get(key.system)
         if book is not None:
             if book.toolchain == toolchain:
-                baseline = book.lookup(partition, method, placement, metric)
+                baseline = book.lookup(key)
             elif note:
                 note += f"; the baselines file is toolchain {book.toolchain!r}"
         verdicts.append(judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,

@@ -29,6 +29,7 @@ import hashlib
 import json
 import sqlite3
 import statistics
+import sys
 import time as _time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -40,8 +41,11 @@ from .errors import InputError
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from .results import STATUSES, Result
 from .results import from_data as results_from_data
+from .series import SeriesKey, params_from_json, params_json
 
-SCHEMA = "mpiregress-history/1"
+SCHEMA = "mpiregress-history/2"
+# Older schemas this code upgrades in place (after a backup copy), and how.
+UPGRADABLE = ("mpiregress-history/1",)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Which kinds of run form the reference history (the rest wait for ``accept``).
@@ -55,8 +59,8 @@ RETRY_DEADLINE_S = 120.0
 # The columns of a measurement row, in export order (CSV header).
 COLUMNS: tuple[str, ...] = (
     "run_id", "kind", "accepted", "system", "partition", "target", "method", "benchmark",
-    "placement", "message_size", "metric", "sample", "value", "unit", "toolchain", "commit",
-    "pipeline", "nodelist", "time", "status", "reason",
+    "parameters", "metric", "sample", "value", "unit", "toolchain", "commit",
+    "pipeline", "nodelist", "time", "status", "reason", "conditions",
 )
 
 _DDL = """
@@ -80,8 +84,7 @@ CREATE TABLE IF NOT EXISTS measurements (
     target       TEXT NOT NULL,
     method       TEXT NOT NULL,
     benchmark    TEXT NOT NULL,
-    placement    TEXT NOT NULL,
-    message_size INTEGER NOT NULL,
+    params       TEXT NOT NULL,     -- the series' ordered parameters as compact JSON (series.params_json)
     metric       TEXT NOT NULL,
     sample       INTEGER NOT NULL,
     value        REAL,
@@ -92,21 +95,13 @@ CREATE TABLE IF NOT EXISTS measurements (
     nodelist     TEXT NOT NULL,
     time         TEXT NOT NULL,
     status       TEXT NOT NULL,
-    reason       TEXT NOT NULL
+    reason       TEXT NOT NULL,
+    conditions   TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS measurements_series
-    ON measurements(system, partition, method, placement, metric, message_size);
+    ON measurements(system, partition, method, benchmark, params, metric);
 CREATE INDEX IF NOT EXISTS measurements_run ON measurements(run_id);
 """
-
-SeriesKey = tuple[str, str, str, str, str]   # system, partition, method, placement, metric
-
-
-def series_name(key: SeriesKey) -> str:
-    """``system/partition method placement metric``: how a series is named in sentences."""
-    system, partition, method, placement, metric = key
-    return f"{system}/{partition} {method} {placement} {metric}"
-
 
 @dataclass(frozen=True)
 class Row:
@@ -120,8 +115,7 @@ class Row:
     target: str
     method: str
     benchmark: str
-    placement: str
-    message_size: int
+    params: str          # compact JSON, as stored
     metric: str
     sample: int
     value: Optional[float]
@@ -133,9 +127,11 @@ class Row:
     time: str
     status: str
     reason: str
+    conditions: str
 
     def key(self) -> SeriesKey:
-        return (self.system, self.partition, self.method, self.placement, self.metric)
+        return SeriesKey(self.system, self.partition, self.method, self.benchmark, params_from_json(self.params),
+                         self.metric)
 
 
 @dataclass(frozen=True)
@@ -205,13 +201,19 @@ def _validate(result: Result, index: int, path_hint: str) -> None:
     """Names are checked against names.py so a typo cannot open a new series."""
     where = f"{path_hint}result #{index}"
     checks = (("system", result.system, SYSTEMS), ("method", result.method, METHODS),
-              ("placement", result.placement, PLACEMENTS), ("metric", result.metric, tuple(METRICS)),
-              ("status", result.status, STATUSES))
+              ("metric", result.metric, tuple(METRICS)), ("status", result.status, STATUSES))
     for field_name, value, known in checks:
         if value not in known:
             raise InputError(f"{where}: {field_name} {value!r} is not one of {', '.join(known)}")
     if not result.partition:
         raise InputError(f"{where}: partition is empty")
+    if not result.benchmark:
+        raise InputError(f"{where}: benchmark is empty")
+    if not isinstance(result.parameters, dict):
+        raise InputError(f"{where}: parameters must be a mapping, found {result.parameters!r}")
+    placement = result.parameters.get("placement")
+    if placement is not None and placement not in PLACEMENTS:
+        raise InputError(f"{where}: placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
     for sample in result.samples:
         if isinstance(sample, bool) or not isinstance(sample, (int, float)):
             raise InputError(f"{where}: sample {sample!r} is not a number")
@@ -226,6 +228,14 @@ def _rows_of(result: Result) -> Iterator[tuple[int, Optional[float]]]:
         yield 0, (None if result.value is None else float(result.value))
 
 
+_SERIES_WHERE = ("m.system=? AND m.partition=? AND m.method=? AND m.benchmark=? AND m.params=? "
+                 "AND m.metric=?")
+
+
+def _series_args(key: SeriesKey) -> list:
+    return [key.system, key.partition, key.method, key.benchmark, params_json(key.parameters), key.metric]
+
+
 def _is_busy(err: sqlite3.OperationalError) -> bool:
     text = str(err).lower()
     return "locked" in text or "busy" in text
@@ -236,6 +246,7 @@ class History:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.upgraded = ""     # a sentence when opening upgraded the file's schema
         self._refuse_if_not_sqlite()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -272,16 +283,65 @@ class History:
                 if "meta" not in tables:
                     raise self._corrupt("is an SQLite database but not an mpiregress history (no 'meta' table)")
                 row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                if not row or row[0] != SCHEMA:
+                if not row or (row[0] != SCHEMA and row[0] not in UPGRADABLE):
                     raise self._corrupt(f"has schema {row[0] if row else None!r}, expected {SCHEMA!r}")
                 problems = [r[0] for r in self._db.execute("PRAGMA quick_check")]
                 if problems != ["ok"]:
                     raise self._corrupt(f"is damaged (SQLite quick_check: {problems[0]})")
+                if row[0] != SCHEMA:
+                    self._retry(self._upgrade, row[0])
         except sqlite3.DatabaseError as err:
             if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
                 raise
             raise self._corrupt(f"is damaged ({err})") from None
         self._retry(self._init_schema)
+
+    def _upgrade(self, old: str) -> None:
+        """Upgrade a ``mpiregress-history/1`` file in place, after a backup copy, keeping every row and run.
+
+        Schema 1 keyed point-to-point series by placement and message size; schema 2
+        keeps them as the ordered parameters {placement, size} of the open series model.
+        """
+        db = self._db
+        backup = self.path.with_name(f"{self.path.name}.{old.replace('/', '-')}.bak")
+        if not backup.exists():
+            # SQLite's online backup: a consistent copy even while another job reads the file.
+            with sqlite3.connect(str(backup)) as copy:
+                db.backup(copy)
+            copy.close()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            schema = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0]
+            if schema == SCHEMA:       # another process upgraded it while we waited for the lock
+                db.execute("ROLLBACK")
+                return
+            runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            rows = db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+            db.execute("ALTER TABLE measurements RENAME TO measurements_v1")
+            db.execute("DROP INDEX IF EXISTS measurements_series")
+            db.execute("DROP INDEX IF EXISTS measurements_run")
+            for statement in filter(None, (x.strip() for x in _DDL.split(";"))):
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO measurements(id, run_id, system, partition, target, method, benchmark, params, metric, "
+                "sample, value, unit, toolchain, commit_sha, pipeline, nodelist, time, status, reason, conditions) "
+                "SELECT id, run_id, system, partition, target, method, benchmark, "
+                "json_object('placement', placement, 'size', message_size), metric, sample, value, unit, toolchain, "
+                "commit_sha, pipeline, nodelist, time, status, reason, '{}' FROM measurements_v1")
+            moved = db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+            if moved != rows:
+                raise InputError(f"history file {self.path}: the upgrade from {old} moved {moved} of {rows} rows; "
+                                 f"nothing was changed")
+            db.execute("DROP TABLE measurements_v1")
+            db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA,))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        self.upgraded = (f"history file {self.path} upgraded from {old} to {SCHEMA}: {runs} run(s) and "
+                         f"{rows} measurement row(s) kept; the old file is backed up as {backup}")
+        print(f"mpiregress: {self.upgraded}", file=sys.stderr)
 
     def _init_schema(self) -> None:
         # WAL lets readers (reports) run while a CI job imports; it is a property of the file.
@@ -366,13 +426,15 @@ class History:
                         ",".join(pipelines), source))
             rows = []
             for r in results:
+                params = params_json(r.parameters)
+                conditions = json.dumps(r.conditions, sort_keys=True, default=str)
                 for sample, value in _rows_of(r):
-                    rows.append((run_id, r.system, r.partition, r.target, r.method, r.benchmark, r.placement,
-                                 int(r.message_size), r.metric, sample, value, r.unit, r.toolchain, r.commit,
-                                 r.pipeline, ",".join(r.nodelist), r.time or run_time, r.status, r.reason))
+                    rows.append((run_id, r.system, r.partition, r.target, r.method, r.benchmark, params,
+                                 r.metric, sample, value, r.unit, r.toolchain, r.commit, r.pipeline,
+                                 ",".join(r.nodelist), r.time or run_time, r.status, r.reason, conditions))
             db.executemany("INSERT INTO measurements(run_id, system, partition, target, method, benchmark, "
-                           "placement, message_size, metric, sample, value, unit, toolchain, commit_sha, "
-                           "pipeline, nodelist, time, status, reason) VALUES "
+                           "params, metric, sample, value, unit, toolchain, commit_sha, "
+                           "pipeline, nodelist, time, status, reason, conditions) VALUES "
                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             db.execute("COMMIT")
         except BaseException:
@@ -390,11 +452,10 @@ class History:
             seen.add(key)
             row = self._db.execute(
                 "SELECT m.toolchain FROM measurements m JOIN runs USING(run_id) WHERE runs.accepted=1 AND "
-                "m.system=? AND m.partition=? AND m.method=? AND m.placement=? AND m.metric=? "
-                "ORDER BY m.time DESC, m.id DESC LIMIT 1", key).fetchone()
+                f"{_SERIES_WHERE} ORDER BY m.time DESC, m.id DESC LIMIT 1", _series_args(key)).fetchone()
             if row and row[0] != r.toolchain:
                 raise InputError(
-                    f"results for {series_name(key)} were built with toolchain {r.toolchain or '(none)'!r} but that "
+                    f"results for {key.name()} were built with toolchain {r.toolchain or '(none)'!r} but that "
                     f"series' history is toolchain {row[0]!r}: they are not mixed; pass --new-toolchain to start "
                     f"the {r.toolchain or '(none)'} series deliberately")
 
@@ -408,12 +469,12 @@ class History:
 
     # -- reading ---------------------------------------------------------
     def rows(self, system: Optional[str] = None, partition: Optional[str] = None, method: Optional[str] = None,
-             placement: Optional[str] = None, metric: Optional[str] = None, accepted: Optional[bool] = None,
+             benchmark: Optional[str] = None, metric: Optional[str] = None, accepted: Optional[bool] = None,
              run_id: Optional[str] = None) -> list[Row]:
         """Measurement rows matching the given filters, oldest first."""
         where, args = [], []
         for column, value in (("m.system", system), ("m.partition", partition), ("m.method", method),
-                              ("m.placement", placement), ("m.metric", metric), ("m.run_id", run_id)):
+                              ("m.benchmark", benchmark), ("m.metric", metric), ("m.run_id", run_id)):
             if value is not None:
                 where.append(f"{column}=?")
                 args.append(value)
@@ -421,8 +482,9 @@ class History:
             where.append("runs.accepted=?")
             args.append(int(accepted))
         sql = ("SELECT m.run_id, runs.kind, runs.accepted, m.system, m.partition, m.target, m.method, m.benchmark, "
-               "m.placement, m.message_size, m.metric, m.sample, m.value, m.unit, m.toolchain, m.commit_sha, "
-               "m.pipeline, m.nodelist, m.time, m.status, m.reason FROM measurements m JOIN runs USING(run_id)")
+               "m.params, m.metric, m.sample, m.value, m.unit, m.toolchain, m.commit_sha, "
+               "m.pipeline, m.nodelist, m.time, m.status, m.reason, m.conditions "
+               "FROM measurements m JOIN runs USING(run_id)")
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY m.time, m.id"
@@ -430,29 +492,27 @@ class History:
 
     def series_keys(self, accepted: Optional[bool] = True) -> list[SeriesKey]:
         """Every series that has rows (accepted ones only, by default)."""
-        sql = ("SELECT DISTINCT m.system, m.partition, m.method, m.placement, m.metric FROM measurements m "
+        sql = ("SELECT DISTINCT m.system, m.partition, m.method, m.benchmark, m.params, m.metric FROM measurements m "
                "JOIN runs USING(run_id)")
         args: list = []
         if accepted is not None:
             sql += " WHERE runs.accepted=?"
             args.append(int(accepted))
-        return sorted(tuple(r) for r in self._db.execute(sql + " ORDER BY 1,2,3,4,5", args))
+        return sorted(SeriesKey(r[0], r[1], r[2], r[3], params_from_json(r[4]), r[5])
+                      for r in self._db.execute(sql, args))
 
     def series_runs(self, key: SeriesKey, toolchain: Optional[str] = None, accepted: Optional[bool] = True,
-                    last: Optional[int] = None, message_size: Optional[int] = None,
-                    exclude_run: Optional[str] = None) -> list[RunPoint]:
+                    last: Optional[int] = None, exclude_run: Optional[str] = None) -> list[RunPoint]:
         """The runs of one series, oldest first, each with its measured samples.
 
-        Only measured values count (failed and skipped checks carry none). By default only
-        the metric's own message size (8192 B latency, 1 MiB bandwidth) is read, so sweep
-        rows never leak into a series; ``last`` keeps the newest runs.
+        Only measured values count (failed and skipped checks carry none); ``last`` keeps
+        the newest runs. The message size is one of the series' parameters, so sweep rows
+        of other sizes are other series and never leak in.
         """
-        size = METRICS[key[4]].message_size if message_size is None else message_size
         sql = ("SELECT m.run_id, m.time, m.commit_sha, m.pipeline, m.toolchain, runs.kind, runs.accepted, "
                "m.nodelist, m.value FROM measurements m JOIN runs USING(run_id) "
-               "WHERE m.system=? AND m.partition=? AND m.method=? AND m.placement=? AND m.metric=? "
-               "AND m.message_size=? AND m.value IS NOT NULL AND m.status IN ('pass','fail')")
-        args: list = [*key, size]
+               f"WHERE {_SERIES_WHERE} AND m.value IS NOT NULL AND m.status IN ('pass','fail')")
+        args: list = _series_args(key)
         if accepted is not None:
             sql += " AND runs.accepted=?"
             args.append(int(accepted))
@@ -478,8 +538,7 @@ class History:
         """Toolchains of the accepted history of ``key``, newest last."""
         rows = self._db.execute(
             "SELECT m.toolchain, MAX(m.time) FROM measurements m JOIN runs USING(run_id) WHERE runs.accepted=1 "
-            "AND m.system=? AND m.partition=? AND m.method=? AND m.placement=? AND m.metric=? "
-            "GROUP BY m.toolchain ORDER BY 2", key).fetchall()
+            f"AND {_SERIES_WHERE} GROUP BY m.toolchain ORDER BY 2", _series_args(key)).fetchall()
         return [r[0] for r in rows]
 
     def runs(self) -> list[RunInfo]:
@@ -498,8 +557,9 @@ class History:
         for row in self.rows(**filters):
             writer.writerow(["" if v is None else v for v in (
                 row.run_id, row.kind, int(row.accepted), row.system, row.partition, row.target, row.method,
-                row.benchmark, row.placement, row.message_size, row.metric, row.sample, row.value, row.unit,
-                row.toolchain, row.commit, row.pipeline, row.nodelist, row.time, row.status, row.reason)])
+                row.benchmark, row.params, row.metric, row.sample, row.value, row.unit,
+                row.toolchain, row.commit, row.pipeline, row.nodelist, row.time, row.status, row.reason,
+                row.conditions)])
             count += 1
         return count
 

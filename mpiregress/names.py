@@ -1,8 +1,8 @@
 """The project's vocabulary: placements, build methods, systems and metrics.
 
-Every module, check, baseline file and report uses these names (see DESIGN.md),
-so a typo in a YAML file is caught against this list instead of silently
-creating a new series.
+Every module, check, baseline file and report uses these names (see DESIGN.md in
+the steering repository's shared folder), so a typo in a YAML file is caught
+against this list instead of silently creating a new series.
 """
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ SYSTEMS: tuple[str, ...] = ("iris", "aion", "local")
 
 @dataclass(frozen=True)
 class Metric:
-    """One performance metric: which OSU benchmark measures it, at which size."""
+    """What a measured number means: its unit and which direction hurts."""
 
     name: str
-    benchmark: str
-    message_size: int
     unit: str
     higher_is_better: bool
 
@@ -34,9 +32,28 @@ class Metric:
         return reference * (1 + sign * (tolerance or 0.0))
 
 
+# Every metric any family measures. A family adds its metrics here, never a private copy.
 METRICS: dict[str, Metric] = {
-    "latency": Metric("latency", "osu_latency", 8192, "us", higher_is_better=False),
-    "bandwidth": Metric("bandwidth", "osu_bw", 1048576, "MB/s", higher_is_better=True),
+    "latency": Metric("latency", "us", higher_is_better=False),
+    "bandwidth": Metric("bandwidth", "MB/s", higher_is_better=True),
+    "efficiency": Metric("efficiency", "", higher_is_better=True),
+    "max_detour": Metric("max_detour", "us", higher_is_better=False),
+}
+
+
+@dataclass(frozen=True)
+class Pt2PtMetric:
+    """A point-to-point metric: which OSU benchmark measures it, at which message size."""
+
+    metric: str
+    benchmark: str
+    size: int
+
+
+# The seed study's two point-to-point measurements (DESIGN.md): 8 KiB latency, 1 MiB bandwidth.
+PT2PT: dict[str, Pt2PtMetric] = {
+    "latency": Pt2PtMetric("latency", "osu_latency", 8192),
+    "bandwidth": Pt2PtMetric("bandwidth", "osu_bw", 1048576),
 }
 
 # 100 warm-up and 1000 measured iterations, as in the seed study (DESIGN.md).

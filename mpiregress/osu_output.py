@@ -92,7 +92,55 @@ def parse(text: str) -> OsuOutput:
         failed = [size for size, values in rows.items() if len(values) > index and values[index] != "Pass"]
         if failed:
             raise OsuOutputError(f"OSU {title} data validation failed at message size(s) {', '.join(map(str, failed))}")
-    return OsuOutput(title=title, version=version, columns=columns, rows=rows, preamble=preamble)
+    return OsuOutput(title=title, version=version or "", columns=columns, rows=rows, preamble=preamble)
+
+
+def swept_sizes(min_size: int, max_size: int) -> list[int]:
+    """The message sizes an OSU run with ``-m MIN:MAX`` measures: MIN, doubling, up to MAX (0 is followed by 1)."""
+    sizes, size = [], min_size
+    while size <= max_size:
+        sizes.append(size)
+        size = size * 2 if size > 0 else 1
+    return sizes
+
+
+def parse_size_range(text: str) -> tuple[int, int]:
+    """``MIN:MAX`` (as given to OSU's ``-m``) as two integers; OsuOutputError when it is not one."""
+    parts = str(text).split(":")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise OsuOutputError(f"message size range {text!r} is not MIN:MAX in bytes (e.g. 1:1048576)")
+    low, high = int(parts[0]), int(parts[1])
+    if low > high:
+        raise OsuOutputError(f"message size range {text!r} has MIN above MAX")
+    return low, high
+
+
+def missing_sizes(output: OsuOutput, min_size: int, max_size: int) -> list[int]:
+    """The sizes of the ``-m MIN:MAX`` sweep for which ``output`` has no row."""
+    return [size for size in swept_sizes(min_size, max_size) if size not in output.rows]
+
+
+def sweep_gap(output: OsuOutput, min_size: int, max_size: int) -> Optional[str]:
+    """One sentence naming the sizes of the asked sweep that OSU did not print, or None.
+
+    The rows that are there stay usable: a caller records them and reports this
+    sentence beside them (a rank killed at 256 KiB still measured 1 B .. 128 KiB).
+    """
+    missing = missing_sizes(output, min_size, max_size)
+    if not missing:
+        return None
+    asked = len(swept_sizes(min_size, max_size))
+    return (f"OSU {output.title} printed {asked - len(missing)} of the {asked} message sizes asked "
+            f"({min_size}:{max_size}); missing: {', '.join(str(s) for s in missing)}")
+
+
+def column_index(output: OsuOutput, name: str) -> int:
+    """Index of the column whose header starts with ``name`` (e.g. "Min Latency"); OsuOutputError if absent."""
+    for index, column in enumerate(output.columns):
+        if column.replace(" ", "").lower().startswith(name.replace(" ", "").lower()):
+            return index
+    raise OsuOutputError(f"OSU {output.title} output has no {name!r} column (columns: {', '.join(output.columns)}; "
+                         "run it with -f for min/max/iterations)")
 
 
 @dataclass

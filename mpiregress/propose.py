@@ -28,8 +28,9 @@ from . import baselines as baselines_mod
 from .baselines import SCHEMA, Baselines
 from .errors import InputError
 from .gate import GateConfig, relative_noise
-from .history import History, RunPoint, series_name
+from .history import History, RunPoint
 from .names import METRICS
+from .series import SeriesKey
 
 MAX_TOLERANCE = 0.5
 
@@ -67,7 +68,8 @@ def _scalar(value: Any) -> str:
 
 
 def _flow(mapping: dict) -> str:
-    items = (f"{k}: {_list(v) if isinstance(v, list) else _scalar(v)}" for k, v in mapping.items())
+    items = (f"{k}: {_list(v) if isinstance(v, list) else _flow(v) if isinstance(v, dict) else _scalar(v)}"
+             for k, v in mapping.items())
     return "{" + ", ".join(items) + "}"
 
 
@@ -168,7 +170,12 @@ def emit(data: dict, layout: Optional[Layout] = None, changed: frozenset = froze
                     key = (partition, method, placement, metric)
                     note = "" if key in changed else notes.get(key, "")
                     out.append(f"        {metric}: {_flow(entry)}{note}")
+    if data.get("series"):
+        out.append("series:")
+        out += [f"  - {_flow(entry)}" for entry in data["series"]]
     return "\n".join(out) + "\n"
+
+
 
 
 def _current_text(path: Path) -> str:
@@ -188,31 +195,42 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
     name = f"history-{today.isoformat()}"
     provenance: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (current.provenance if current else {}).items()}
     references: dict[str, Any] = {}
+    series: dict[SeriesKey, dict[str, Any]] = {}
+
+    def put(key: SeriesKey, entry: dict[str, Any]) -> None:
+        placement = key.pt2pt_placement()
+        if placement is not None:
+            references.setdefault(key.partition, {}).setdefault(key.method, {}).setdefault(
+                placement, {})[key.metric] = entry
+        else:
+            series[key] = {"partition": key.partition, "method": key.method, "benchmark": key.benchmark,
+                           "parameters": dict(key.parameters), "metric": key.metric, **entry}
+
     if current:
-        for (partition, method, placement, metric), ref in current.references.items():
-            references.setdefault(partition, {}).setdefault(method, {}).setdefault(placement, {})[metric] = {
-                "value": ref.value, "tolerance": ref.tolerance, "unit": ref.unit, "provenance": ref.provenance}
+        for key in current.keys():
+            ref = current.lookup(key)
+            assert ref is not None
+            put(key, {"value": ref.value, "tolerance": ref.tolerance, "unit": ref.unit, "provenance": ref.provenance})
     used: list[RunPoint] = []
     changed, kept = [], []
     set_keys: set[tuple] = set()
-    keys = [k for k in history.series_keys() if k[0] == system]
+    keys = [k for k in history.series_keys() if k.system == system]
     for key in keys:
-        _, partition, method, placement, metric = key
+        metric = key.metric
         runs = history.series_runs(key, toolchain=toolchain, last=max(config.last_runs, config.noise_runs))
         if len(runs) < config.min_runs:
-            kept.append(f"{series_name(key)}: {len(runs)} accepted {toolchain} run(s), fewer than {config.min_runs}")
+            kept.append(f"{key.name()}: {len(runs)} accepted {toolchain} run(s), fewer than {config.min_runs}")
             continue
         value = _round_value(statistics.median(r.median for r in runs[-config.last_runs:]))
         tolerance = _tolerance(runs, config, metric)
-        old = current.lookup(partition, method, placement, metric) if current else None
+        old = current.lookup(key) if current else None
         if old and old.value == value and old.tolerance == tolerance:
             continue
         used.extend(runs[-config.last_runs:])
-        set_keys.add((partition, method, placement, metric))
-        references.setdefault(partition, {}).setdefault(method, {}).setdefault(placement, {})[metric] = {
-            "value": value, "tolerance": tolerance, "unit": METRICS[metric].unit, "provenance": name}
+        set_keys.add((key.partition, key.method, key.placement, metric))
+        put(key, {"value": value, "tolerance": tolerance, "unit": METRICS[metric].unit, "provenance": name})
         was = f"{old.value:.4g} ±{old.tolerance:.0%}" if old else "none"
-        changed.append(f"{series_name(key)}: {was} -> {value:.4g} {METRICS[metric].unit} ±{tolerance:.0%}")
+        changed.append(f"{key.name()}: {was} -> {value:.4g} {METRICS[metric].unit} ±{tolerance:.0%}")
     if used:
         distinct = {r.run_id: r for r in used}
         times = sorted(r.time for r in distinct.values())
@@ -229,9 +247,10 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
     # Provenance records nothing points at any more would fail review, not parse: drop them.
     pointed = {e["provenance"] for methods in references.values() for placements in methods.values()
                for metrics in placements.values() for e in metrics.values()}
+    pointed |= {e["provenance"] for e in series.values()}
     provenance = {k: v for k, v in provenance.items() if k in pointed}
     data = {"schema": SCHEMA, "system": system, "toolchain": toolchain, "provenance": provenance,
-            "references": references}
+            "references": references, "series": [series[k] for k in sorted(series)]}
     before = _current_text(path)
     layout = layout_of(before)
     layout.header = layout.header or (f"# Baselines for {system}: reference values as data "

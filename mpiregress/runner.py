@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain
+from . import baselines, manifest, microarch, paths, reframe_report, results, summary, toolchain, verdict
 from .builds import BuildOptions
 from .errors import InfrastructureError, InputError, MpiRegressError
 from .names import METHODS, METRICS, PLACEMENTS
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
-CHECKS = [paths.checks_dir() / "osu_pt2pt.py"]
+
+
+def check_files() -> list[Path]:
+    """The check files: every Python file in checks/ that registers a ReFrame test."""
+    return sorted(p for p in paths.checks_dir().glob("*.py") if "@rfm.simple_test" in p.read_text())
+
+
 DRYRUN_MODULES = paths.REPO_ROOT / "ci" / "dryrun-modules"
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 
@@ -36,6 +42,9 @@ class RunOptions:
     metrics: Optional[list[str]] = None          # None: latency and bandwidth
     placements: Optional[list[str]] = None       # None: all four (unavailable ones are skipped)
     iterations: Optional[int] = None             # None: the check's default (1000)
+    families: list[str] = field(default_factory=lambda: list(DEFAULT_FAMILIES))
+    collectives: Optional[list[str]] = None      # None: every collective of the sweep
+    algorithms: Optional[list[str]] = None       # None: every algorithm of the subset
     dry_run: bool = False
     repeat: int = 1
     manifest_dir: Path = field(default_factory=paths.manifest_dir)
@@ -47,6 +56,14 @@ class RunOptions:
     sha256_override: Optional[str] = None
     commit: str = ""
     pipeline: str = ""
+
+
+# Families of checks, selected by tag: pt2pt; coll (the merge-request subset of collectives);
+# coll-sweep (the weekly full sweep of every coll/tuned algorithm).
+FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep")
+# The collective families are subsets of checks/config/coll_sweep.yaml.
+COLL_SUBSETS: dict[str, str] = {"coll": "mr", "coll-sweep": "weekly"}
+DEFAULT_FAMILIES: tuple[str, ...] = ("pt2pt", "coll")
 
 
 def _log(message: str) -> None:
@@ -133,6 +150,7 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
         "MPIREGRESS_REFRAME_LOG": str(opts.report_dir / "reframe.log"),
         # The check file imports mpiregress from this checkout, whatever the caller's cwd.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.REPO_ROOT), env.get("PYTHONPATH")])),
+        "MPIREGRESS_COLL_SUBSETS": ",".join(COLL_SUBSETS[f] for f in opts.families if f in COLL_SUBSETS),
     })
     if opts.dry_run:
         env["MODULEPATH"] = os.pathsep.join(filter(None, [env.get("MODULEPATH"), str(DRYRUN_MODULES)]))
@@ -145,13 +163,14 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
            "--prefix", str(opts.report_dir / "reframe"),
            "--report-file", str(opts.report_dir / "reframe-report.json"),
            "--report-junit", str(opts.report_dir / "junit.xml"),
-           "-t", f"^({'|'.join(methods)})$", "--dry-run" if opts.dry_run else "-r"]
-    for chosen in (opts.metrics, opts.placements):
+           "-t", f"^({'|'.join(methods)})$", "-t", f"^({'|'.join(opts.families)})$",
+           "--dry-run" if opts.dry_run else "-r"]
+    for chosen in (opts.metrics, opts.placements, opts.collectives, opts.algorithms):
         if chosen:
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
     if opts.iterations:
         cmd += ["-S", f"iterations={opts.iterations}"]
-    for check in CHECKS:
+    for check in check_files():
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
@@ -163,6 +182,26 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
         # ready, a bare CI shell may not.
         return ["bash", "-c", f"source {LMOD_INIT} && exec {shlex.join(cmd)}"]
     return cmd
+
+
+def _check_collective_names(opts: RunOptions, tc: toolchain.Toolchain) -> None:
+    """--collectives and --algorithms name what the sweep and the toolchain's OpenMPI have, or one sentence."""
+    from .coll import algorithms, plan
+
+    for kind, chosen, known in (("collective", opts.collectives or [], plan.COLLECTIVES),
+                                ("algorithm", opts.algorithms or [],
+                                 sorted({name for coll in plan.COLLECTIVES
+                                         for name in algorithms.load(tc.mpi["version"]).names(coll)}))):
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            raise InputError(f"unknown {kind}(s) {', '.join(unknown)} for OpenMPI {tc.mpi['version']} "
+                             f"(known: {', '.join(known)})")
+
+
+def _skipped_check_files(output: str) -> list[str]:
+    """Check files ReFrame refused to load, with its one-line reason ("skipping test file 'X': ...")."""
+    return [line.split("skipping test file", 1)[1].strip(" :") for line in output.splitlines()
+            if "skipping test file" in line]
 
 
 def _check_reachable(env: dict[str, str]) -> None:
@@ -177,12 +216,14 @@ def run(opts: RunOptions) -> int:
     """Run the checks for ``opts.system`` and return the exit code of the verdict."""
     methods = opts.methods or list(METHODS)
     for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
-                                ("placement", opts.placements or [], PLACEMENTS)):
+                                ("placement", opts.placements or [], PLACEMENTS),
+                                ("family", opts.families, FAMILIES)):
         unknown = [c for c in chosen if c not in known]
         if unknown:
             raise InputError(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
     opts.report_dir.mkdir(parents=True, exist_ok=True)
     tc = toolchain.load(opts.toolchain_file)
+    _check_collective_names(opts, tc)
     refs = baselines.for_system(opts.system, opts.baselines_dir)
     if refs.toolchain != tc.name:
         raise InputError(f"baselines file {refs.path}: toolchain: is {refs.toolchain!r} but the run uses "
@@ -222,10 +263,15 @@ def run(opts: RunOptions) -> int:
     if not report.exists():
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
                               f"see {opts.report_dir / 'reframe.out'}")
-    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline))
+    unloaded = _skipped_check_files((opts.report_dir / "reframe.out").read_text(errors="replace"))
+    if unloaded:
+        # ReFrame only warns; a check file that did not load would silently measure nothing.
+        raise InputError(f"ReFrame could not load {unloaded[0]}; see {opts.report_dir / 'reframe.out'}")
+    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline,
+                                                  dry_run=opts.dry_run))
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
-    summary.apply_baselines(found, refs, opts.allow_missing_baselines)
+    verdict.apply_baselines(found, refs, opts.allow_missing_baselines)
     problems = summary.require_methods(found, opts.methods or [])
     (opts.report_dir / "results.json").write_text(results.dump(found))
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
@@ -245,5 +291,5 @@ def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
     _log(f"dry run: {len(scripts)} job script(s) written under {opts.report_dir / 'reframe' / 'stage'}, "
          f"{sum(r.status == 'skip' for r in found)} skipped, {len(errors)} error(s)")
     for r in errors:
-        print(f"mpiregress run: error: {r.partition} {r.method} {r.placement} {r.metric}: {r.reason}", file=sys.stderr)
+        print(f"mpiregress run: error: {r.key().name()}: {r.reason}", file=sys.stderr)
     return 2 if errors else (0 if scripts else 4)

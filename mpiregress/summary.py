@@ -1,4 +1,6 @@
-"""The run's verdict: one row per (partition, placement, method, metric), and the exit code.
+"""The run's summary: one row per series (partition, method, benchmark and parameters, metric), and the exit code.
+
+Results arrive judged (``verdict.apply_baselines``); this module only presents them.
 
 A missing baseline is not a pass (nothing was judged), a skipped method that
 was explicitly asked for is not a pass (a failed build must never read as one),
@@ -10,24 +12,10 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from . import errors
-from .baselines import Baselines
-from .names import METRICS, METHODS, PLACEMENTS
+from .names import METHODS, METRICS, PLACEMENTS
 from .results import Result
 
 VERDICT_OF_STATUS = {"pass": "pass", "fail": "regression", "error": "error", "skip": "skipped"}
-
-
-def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False) -> None:
-    """Fill in reference and tolerance from the baselines; a measured value with no baseline becomes an error."""
-    for r in results:
-        ref = refs.lookup(r.partition, r.method, r.placement, r.metric) if refs else None
-        if ref is not None:
-            r.reference, r.tolerance = ref.value, ref.tolerance
-        elif r.status == "pass" and not allow_missing:
-            r.status = "error"
-            where = refs.path if refs else "baselines"
-            r.reason = (f"no baseline for {r.partition}.{r.method}.{r.placement}.{r.metric} in {where}: "
-                        "measured but not judged (add one, e.g. with 'mpiregress baseline propose')")
 
 
 def require_methods(results: list[Result], methods: Iterable[str]) -> list[str]:
@@ -67,13 +55,24 @@ def _baseline(r: Result) -> str:
 
 
 def _order(r: Result) -> tuple:
-    return (r.system, r.partition, PLACEMENTS.index(r.placement), METHODS.index(r.method), list(METRICS).index(r.metric))
+    # Placements in their natural order (same_numa first), then by number or name.
+    params = tuple((name, (0, PLACEMENTS.index(value), "") if name == "placement" and value in PLACEMENTS
+                    else (1, value, "") if isinstance(value, int) else (2, 0, str(value)))
+                   for name, value in r.parameters.items())
+    family = "" if r.key().pt2pt_placement() is not None else r.benchmark
+    return (r.system, r.partition, family, params, METHODS.index(r.method) if r.method in METHODS else 99,
+            list(METRICS).index(r.metric) if r.metric in METRICS else 99)
+
+
+def series_label(r: Result) -> str:
+    """The series apart from partition, method and metric (see SeriesKey.label)."""
+    return r.key().label()
 
 
 @dataclass
 class Row:
     partition: str
-    placement: str
+    series: str
     method: str
     metric: str
     value: str
@@ -87,7 +86,7 @@ def skipped(results: list[Result]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for r in sorted(results, key=_order):
         if r.status == "skip":
-            groups.setdefault(r.reason, []).append(f"{r.method}/{r.placement}/{r.metric}")
+            groups.setdefault(r.reason, []).append(f"{r.method}/{series_label(r)}/{r.metric}")
     return [f"{reason} ({len(names)} check(s): {', '.join(names)})" for reason, names in groups.items()]
 
 
@@ -102,17 +101,19 @@ def rows(results: list[Result]) -> list[Row]:
             value += f" {r.unit}"
             if len(r.samples) > 1:
                 value += f" (median of {len(r.samples)})"
-        out.append(Row(f"{r.system}:{r.partition}", r.placement, r.method, r.metric, value,
+        if r.conditions.get("oversubscribed"):
+            value += " (oversubscribed)"
+        out.append(Row(f"{r.system}:{r.partition}", series_label(r), r.method, r.metric, value,
                        _baseline(r), VERDICT_OF_STATUS[r.status], r.reason))
     return out
 
 
-HEADERS = ("partition", "placement", "method", "metric", "value", "baseline (limit)", "verdict", "reason")
+HEADERS = ("partition", "series", "method", "metric", "value", "baseline (limit)", "verdict", "reason")
 
 
 def text_table(results: list[Result], width: int = 70) -> str:
     """A plain-text table for the job log; long reasons are cut to ``width`` characters."""
-    table = [HEADERS] + [(r.partition, r.placement, r.method, r.metric, r.value, r.baseline, r.verdict,
+    table = [HEADERS] + [(r.partition, r.series, r.method, r.metric, r.value, r.baseline, r.verdict,
                           r.reason if len(r.reason) <= width else r.reason[:width - 3] + "...")
                          for r in rows(results)]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(HEADERS))]
@@ -134,7 +135,7 @@ def markdown(results: list[Result], title: str, problems: list[str]) -> str:
     lines.append("| " + " | ".join(HEADERS) + " |")
     lines.append("|" + "---|" * len(HEADERS))
     for row in rows(results):
-        cells = [row.partition, row.placement, row.method, row.metric, row.value, row.baseline,
+        cells = [row.partition, row.series, row.method, row.metric, row.value, row.baseline,
                  f"**{row.verdict}**" if row.verdict in ("regression", "error") else row.verdict,
                  row.reason.replace("|", "\\|")]
         lines.append("| " + " | ".join(cells) + " |")

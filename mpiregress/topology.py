@@ -128,7 +128,7 @@ def place(placement: str, topology: Topology, num_nodes: int = 2,
 
 
 _CPU_BIND_VERBOSE = re.compile(
-    r"cpu[-_]bind(?:=|_)(?P<kind>\w+)\s*-\s*(?P<node>\S+),\s*task\s+(?P<task>\d+)\s+(?P<local>\d+)\s+\[\d+\]:\s*mask\s+(?P<mask>0x[0-9a-fA-F]+)\s+set")
+    r"cpu[-_]bind(?:-\w+)?(?:=|_)(?P<kind>\w+)\s*-\s*(?P<node>\S+),\s*task\s+(?P<task>\d+)\s+(?P<local>\d+)\s+\[\d+\]:\s*mask\s+(?P<mask>0x[0-9a-fA-F]+)\s+set")
 
 
 def bindings_reported(text: str) -> list[tuple[str, int, list[int]]]:
@@ -155,4 +155,46 @@ def verify(binding: Binding, text: str, node_names: Optional[list[str]] = None) 
         nodes = {node for node, _, _ in reported}
         if len(nodes) != binding.nodes:
             return f"{binding.placement} asked for {binding.nodes} node(s), the ranks ran on {sorted(nodes)}"
+    return None
+
+
+def verify_distribution(text: str, nprocs: int, nodes: int, distribution: str, topology: Optional[Topology],
+                        overcommitted: bool = False) -> Optional[str]:
+    """None when Slurm's ``--cpu-bind=verbose`` report matches ``nprocs`` ranks spread as ``distribution``.
+
+    Across nodes (``block:``) consecutive ranks fill a node before the next; within a
+    node, ``:block`` keeps consecutive ranks on one socket, ``:cyclic`` deals them out
+    over the sockets in turn. On an overcommitted node several ranks share cores and
+    the per-socket check says nothing, so it is left out (the result says it was
+    oversubscribed).
+    """
+    reported = sorted(bindings_reported(text), key=lambda r: r[1])
+    if len(reported) != nprocs:
+        return (f"expected Slurm to report the binding of {nprocs} ranks (--cpu-bind=verbose), "
+                f"it reported {len(reported)}")
+    per_node = nprocs // nodes
+    # The node of each block of per_node consecutive ranks is the node its first rank ran on.
+    hosts = [node for node, task, _ in reported if task % per_node == 0]
+    for node, task, _ in reported:
+        if node != hosts[task // per_node]:
+            return f"{distribution} asked for blocks of {per_node} consecutive ranks per node; rank {task} ran on {node}"
+    if len(set(hosts)) != nodes:
+        return f"{distribution} asked for {nodes} node(s), the ranks ran on {sorted(set(hosts))}"
+    sockets = topology.sockets() if topology else {}
+    if overcommitted or len(sockets) < 2:
+        return None
+    within = distribution.split(":")[1]
+    for node_index in range(nodes):
+        mine = [cpus for _, task, cpus in reported if task // per_node == node_index]
+        owners = [{topology.socket_of.get(cpu) for cpu in cpus} for cpus in mine] if topology else []
+        if any(len(o) != 1 for o in owners):
+            return f"a rank on {hosts[node_index]} is bound across sockets ({distribution} binds each rank to one core)"
+        order = [o.pop() for o in owners]
+        ids = sorted(sockets)
+        if within == "cyclic":
+            expected = [ids[i % len(ids)] for i in range(len(order))]
+            if order != expected:
+                return f"block:cyclic asked for ranks dealt over sockets {ids} in turn; Slurm placed them on sockets {order}"
+        elif order != sorted(order):
+            return f"block:block asked for consecutive ranks on one socket before the next; Slurm placed them on sockets {order}"
     return None

@@ -40,14 +40,14 @@ def test_iris_and_aion_are_seeded_from_the_study_with_provenance():
         assert "shared/data/ulhpc-2025-05-osu-results.csv" in refs.provenance["ulhpc-2025-05"]["description"]
         for row in (r for r in rows if r.system == system):
             for partition in seed_data.STUDY_PARTITIONS[system]:
-                ref = refs.lookup(partition, row.method, row.placement, row.metric)
+                ref = refs.lookup_pt2pt(partition, row.method, row.placement, row.metric)
                 assert ref is not None and ref.value == pytest.approx(row.value)
 
 
 def test_bands_are_one_sided_in_the_direction_that_hurts():
     refs = parse(GOOD)
-    latency = refs.lookup("batch", "source", "same_numa", "latency")
-    bandwidth = refs.lookup("batch", "source", "same_numa", "bandwidth")
+    latency = refs.lookup_pt2pt("batch", "source", "same_numa", "latency")
+    bandwidth = refs.lookup_pt2pt("batch", "source", "same_numa", "bandwidth")
     assert latency.reframe() == (3.0, None, 0.2, "us")
     assert bandwidth.reframe() == (9000.0, -0.1, None, "MB/s")
     assert latency.limit() == pytest.approx(3.6) and bandwidth.limit() == pytest.approx(8100)

@@ -7,9 +7,9 @@ import pytest
 from mpiregress import changepoint, history
 from mpiregress.history import RunPoint
 from mpiregress.names import METRICS
-from mpiregress.results import Result
+from mpiregress.results import Result, pt2pt, pt2pt_key
 
-KEY = ("aion", "batch", "eessi", "same_numa", "latency")
+KEY = pt2pt_key("aion", "batch", "eessi", "same_numa", "latency")
 
 
 def noisy_series(n=52, step_at=None, step=0.0, sigma=0.01, seed=1, base=0.58):
@@ -58,7 +58,7 @@ def test_the_change_point_names_its_commit_range_and_toolchain():
 
 def test_a_bandwidth_drop_is_worse():
     values = noisy_series(step_at=35, step=-0.7, base=15000.0, seed=2)
-    [cp] = changepoint.series_changepoints(("iris", "skylake", "eessi", "same_numa", "bandwidth"), runs_of(values))
+    [cp] = changepoint.series_changepoints(pt2pt_key("iris", "skylake", "eessi", "same_numa", "bandwidth"), runs_of(values))
     assert cp.worse and cp.index == 35 and "worse" in cp.sentence()
 
 
@@ -67,9 +67,7 @@ def test_scan_reads_every_accepted_series_of_the_history(tmp_path):
     values = noisy_series(n=30, step_at=18, step=0.10, seed=3)
     with history.open_history(tmp_path / "h.sqlite") as db:
         for i, v in enumerate(values):
-            db.import_results([Result(system="aion", partition="batch", method="eessi", placement="same_numa",
-                                      metric="latency", benchmark=spec.benchmark, message_size=spec.message_size,
-                                      unit=spec.unit, value=v, status="pass", samples=[v, v * 1.001],
+            db.import_results([pt2pt("aion", "batch", "eessi", "same_numa", "latency", v, samples=[v, v * 1.001],
                                       toolchain="2023b", time=f"2025-{1 + i // 4:02d}-{1 + 7 * (i % 4):02d}",
                                       commit=f"sha{i}")], run_id=f"w{i}")
         found = changepoint.scan(db)

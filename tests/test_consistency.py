@@ -5,14 +5,11 @@ import yaml
 
 from mpiregress import baselines, consistency
 from mpiregress.names import METRICS
-from mpiregress.results import Result
+from mpiregress.results import pt2pt, pt2pt_key
 
 
 def result(method, value, placement="same_numa", metric="bandwidth", system="iris", partition="batch", samples=()):
-    spec = METRICS[metric]
-    return Result(system=system, partition=partition, method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit, value=value,
-                  status="pass", samples=list(samples))
+    return pt2pt(system, partition, method, placement, metric, value, samples=list(samples))
 
 
 SEED_IRIS_SAME_NUMA = [result("eessi", 4925.64), result("source", 4910.72), result("easybuild", 17483.4)]
@@ -42,7 +39,7 @@ def test_measured_noise_widens_the_threshold():
     pair = [result("eessi", 10157.2, placement="cross_socket"), result("easybuild", 13801.8, placement="cross_socket")]
     values = consistency.method_values(pair)
     assert len(consistency.check(values)) == 1                        # 26 % gap, default 5 % noise
-    noisy = {("iris", "batch", m, "cross_socket", "bandwidth"): 0.08 for m in ("eessi", "easybuild")}
+    noisy = {pt2pt_key("iris", "batch", m, "cross_socket", "bandwidth"): 0.08 for m in ("eessi", "easybuild")}
     assert consistency.check(values, noise=noisy) == []                # 8 % run-to-run noise: 34 % allowed
 
 
@@ -54,7 +51,7 @@ def test_different_placements_and_partitions_are_never_compared():
 
 def test_samples_count_through_their_median():
     values = consistency.method_values([result("eessi", 1.0, samples=(17000.0, 17100.0, 1.0))])
-    assert values[("iris", "batch", "same_numa", "bandwidth")]["eessi"] == 17000.0
+    assert values[pt2pt_key("iris", "batch", "eessi", "same_numa", "bandwidth").without()]["eessi"] == 17000.0
 
 
 def _book(refs: dict) -> baselines.Baselines:

@@ -16,7 +16,7 @@ import archspec.cpu
 import pytest
 import yaml
 
-from helpers.osu_double import make_tarball
+from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
 from shared import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -25,32 +25,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 FAST = ["--iterations", "200"]
 
 
-@pytest.fixture(scope="module")
-def pipeline(local_cluster, tmp_path_factory):
-    """Environment for `mpiregress run` sharing the session's local cluster, and an OSU mirror."""
-    mirror = tmp_path_factory.mktemp("mirror")
-    _, sha256 = make_tarball(mirror)
-    env = dict(os.environ)
-    env.update({
-        "MPIREGRESS_LOCAL_CLUSTER_DIR": str(local_cluster.state_dir),
-        "MPIREGRESS_STATE_DIR": str(tmp_path_factory.mktemp("state")),
-        "OSU_SOURCE_MIRROR": str(mirror),
-        "OSU_SHA256": sha256,
-    })
-    env.pop("OSU_DOUBLE_ILLEGAL_INSTRUCTION", None)
-    return env
-
-
-def mpiregress(env, *args, report_dir=None, extra_env=None):
-    cmd = [sys.executable, "-m", "mpiregress", "run", "--system", "local", *args]
-    if report_dir is not None:
-        cmd += ["--report-dir", str(report_dir)]
-    run_env = dict(env, **(extra_env or {}))
-    return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=900, cwd=REPO)
-
-
 def results(report_dir: Path) -> dict:
-    return {(r["placement"], r["metric"]): r for r in json.loads((report_dir / "results.json").read_text())}
+    return {(r["parameters"]["placement"], r["metric"]): r
+            for r in json.loads((report_dir / "results.json").read_text())}
 
 
 def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):

@@ -12,20 +12,19 @@ from mpiregress.baselines import SCHEMA, Reference
 from mpiregress.errors import ERROR, OK, REGRESSION
 from mpiregress.gate import GateConfig, judge_values
 from mpiregress.names import METRICS
+from mpiregress.results import pt2pt, pt2pt_key
 from mpiregress.results import Result, dump
 
-LAT = ("iris", "skylake", "source", "same_numa", "latency")
-BW = ("iris", "skylake", "source", "same_numa", "bandwidth")
+LAT = pt2pt_key("iris", "skylake", "source", "same_numa", "latency")
+BW = pt2pt_key("iris", "skylake", "source", "same_numa", "bandwidth")
 # Ten quiet weeks around 2.00 us (±1 %), three samples each.
 QUIET = [[2.00 + 0.02 * ((i * 7) % 5 - 2) / 2, 2.01, 2.02] for i in range(10)]
 
 
 def result(samples, metric="latency", toolchain="2023b", status="pass", reason="", week=20, method="source",
            placement="same_numa") -> Result:
-    spec = METRICS[metric]
-    return Result(system="iris", partition="skylake", method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit,
-                  value=samples[0] if samples else None, status=status, reason=reason, samples=list(samples),
+    return pt2pt("iris", "skylake", method, placement, metric, samples[0] if samples else None, status=status,
+                 reason=reason, samples=list(samples),
                   toolchain=toolchain, time=f"2025-{1 + week // 4:02d}-{1 + (week % 4) * 7:02d}T00:00:00+00:00",
                   commit=f"c{week}", pipeline=f"p{week}")
 
@@ -127,14 +126,14 @@ def db(tmp_path):
 
 def test_judge_reads_the_series_from_the_history(db):
     verdicts = gate.judge([result([2.4, 2.4, 2.4]), result([15000.0, 15005.0, 14995.0], "bandwidth")], db, {})
-    assert {v.key[4]: v.verdict for v in verdicts} == {"latency": "regression", "bandwidth": "pass"}
+    assert {v.key.metric: v.verdict for v in verdicts} == {"latency": "regression", "bandwidth": "pass"}
     assert all(v.history_runs == 10 for v in verdicts)
 
 
 def test_a_failed_check_is_an_error_with_its_reason_and_a_skip_is_a_skip(db):
     verdicts = gate.judge([result([], status="error", reason="rank 1 died of signal 4 (illegal instruction)"),
                            result([], "bandwidth", status="skip", reason="placement not offered")], db, {})
-    by_metric = {v.key[4]: v for v in verdicts}
+    by_metric = {v.key.metric: v for v in verdicts}
     assert by_metric["latency"].verdict == "error" and "illegal instruction" in by_metric["latency"].reason
     assert by_metric["bandwidth"].verdict == "skip"
 

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from mpiregress import cli, history
 from mpiregress.errors import InputError
 from mpiregress.names import METRICS
+from mpiregress.results import pt2pt, pt2pt_key
 from mpiregress.results import Result, dump
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,12 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 def result(method="source", placement="same_numa", metric="latency", samples=(1.0, 1.1, 1.2), toolchain="2023b",
            time="2025-05-01T00:00:00+00:00", commit="abc", pipeline="p1", system="iris", partition="skylake",
            status="pass", message_size=None, value=None) -> Result:
-    spec = METRICS[metric]
-    return Result(system=system, partition=partition, method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=message_size or spec.message_size, unit=spec.unit,
-                  value=value if value is not None else (sorted(samples)[len(samples) // 2] if samples else None),
-                  status=status, samples=list(samples), toolchain=toolchain, time=time, commit=commit,
-                  pipeline=pipeline, nodelist=["iris-001"])
+    return pt2pt(system, partition, method, placement, metric,
+                 value if value is not None else (sorted(samples)[len(samples) // 2] if samples else None),
+                 status=status, size=message_size, samples=list(samples), toolchain=toolchain, time=time,
+                 commit=commit, pipeline=pipeline, nodelist=["iris-001"])
 
 
 def digest(path: Path) -> str:
@@ -43,7 +43,7 @@ def test_import_stores_one_row_per_sample_and_reads_series(tmp_path):
         rows = db.rows(metric="latency")
         assert [r.value for r in rows] == [1.0, 1.1, 1.2]
         assert rows[0].commit == "abc" and rows[0].nodelist == "iris-001" and rows[0].toolchain == "2023b"
-        runs = db.series_runs(("iris", "skylake", "source", "same_numa", "latency"))
+        runs = db.series_runs(pt2pt_key("iris", "skylake", "source", "same_numa", "latency"))
         assert len(runs) == 1 and runs[0].samples == (1.0, 1.1, 1.2) and runs[0].median == 1.1
 
 
@@ -71,7 +71,7 @@ def test_default_run_id_makes_reimport_of_a_file_a_no_op(tmp_path, capsys):
 
 
 def test_mr_runs_join_the_reference_history_only_when_accepted(tmp_path):
-    key = ("iris", "skylake", "source", "same_numa", "latency")
+    key = pt2pt_key("iris", "skylake", "source", "same_numa", "latency")
     with history.open_history(tmp_path / "h.sqlite") as db:
         db.import_results([result()], run_id="mr-7", kind="mr")
         assert db.series_runs(key) == []
@@ -94,7 +94,7 @@ def test_toolchain_change_is_refused_with_a_sentence_unless_asked(tmp_path):
         assert [r.run_id for r in db.runs()] == ["old"]     # nothing half-imported
         db.import_results([result(toolchain="2024a", time="2025-06-01T00:00:00+00:00")], run_id="new",
                           new_toolchain=True)
-        key = ("iris", "skylake", "source", "same_numa", "latency")
+        key = pt2pt_key("iris", "skylake", "source", "same_numa", "latency")
         assert db.toolchains(key) == ["2023b", "2024a"]
         assert [r.run_id for r in db.series_runs(key, toolchain="2024a")] == ["new"]
 
@@ -102,7 +102,7 @@ def test_toolchain_change_is_refused_with_a_sentence_unless_asked(tmp_path):
 def test_unknown_names_are_refused_before_anything_is_written(tmp_path):
     with history.open_history(tmp_path / "h.sqlite") as db:
         bad = result()
-        bad.placement = "same-numa"
+        bad.parameters["placement"] = "same-numa"
         with pytest.raises(InputError, match="placement 'same-numa'"):
             db.import_results([result(), bad])
         assert db.runs() == []
@@ -111,7 +111,7 @@ def test_unknown_names_are_refused_before_anything_is_written(tmp_path):
 def test_sweep_rows_do_not_leak_into_the_gated_series(tmp_path):
     with history.open_history(tmp_path / "h.sqlite") as db:
         db.import_results([result(), result(samples=(50.0,), message_size=65536)], run_id="r1")
-        runs = db.series_runs(("iris", "skylake", "source", "same_numa", "latency"))
+        runs = db.series_runs(pt2pt_key("iris", "skylake", "source", "same_numa", "latency"))
         assert runs[0].samples == (1.0, 1.1, 1.2)
         assert len(db.rows()) == 4
 
@@ -209,3 +209,31 @@ def test_two_processes_importing_at_once_lose_nothing(tmp_path):
         assert len(h.rows()) == 32 * 4 * 250 + 3
         assert sum(r.rows for r in runs) == len(h.rows())
     assert sum("already imported" in out for out, _ in outputs) == 1
+
+
+def test_a_schema_1_history_is_upgraded_in_place_with_a_backup_and_keeps_every_row(tmp_path, capsys):
+    """tests/data/history-v1.sqlite was written by the schema-1 code (two runs of the local pt2pt report)."""
+    path = tmp_path / "h.sqlite"
+    shutil.copy(REPO / "tests" / "data" / "history-v1.sqlite", path)
+    with sqlite3.connect(path) as old:
+        before = old.execute("SELECT COUNT(*), COUNT(DISTINCT run_id) FROM measurements").fetchone()
+        old_rows = old.execute("SELECT run_id, placement, message_size, metric, value, status FROM measurements "
+                               "ORDER BY time, id").fetchall()
+    old.close()
+    with history.open_history(path) as db:
+        assert "upgraded from mpiregress-history/1 to mpiregress-history/2" in db.upgraded
+        assert f"{before[1]} run(s) and {before[0]} measurement row(s) kept" in db.upgraded
+        rows = db.rows()
+        assert [(r.run_id, r.key().placement, r.key().param("size"), r.metric, r.value, r.status) for r in rows] \
+            == old_rows
+        key = pt2pt_key("local", "batch", "source", "same_numa", "latency")
+        assert [run.run_id for run in db.series_runs(key)] == ["weekly-41"]          # the MR run is not accepted
+        assert len(db.series_runs(key, accepted=None)) == 2
+    assert "backed up as" in capsys.readouterr().err
+    backup = path.with_name("h.sqlite.mpiregress-history-1.bak")
+    with sqlite3.connect(backup) as copy:
+        assert copy.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("mpiregress-history/1",)
+        assert copy.execute("SELECT COUNT(*) FROM measurements").fetchone() == (before[0],)
+    copy.close()
+    with history.open_history(path) as again:                 # the second open has nothing to upgrade
+        assert again.upgraded == "" and len(again.rows()) == before[0]

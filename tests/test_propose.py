@@ -11,14 +11,11 @@ from mpiregress import baselines, cli, history
 from mpiregress.errors import ERROR, OK
 from mpiregress.names import METRICS
 from mpiregress.propose import propose
-from mpiregress.results import Result
+from mpiregress.results import Result, pt2pt
 
 
 def result(week, value, metric="latency", method="source", placement="same_numa", toolchain="2023b"):
-    spec = METRICS[metric]
-    return Result(system="iris", partition="skylake", method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=spec.message_size, unit=spec.unit, value=value,
-                  status="pass", samples=[value, value * 1.002, value * 0.998], toolchain=toolchain,
+    return pt2pt("iris", "skylake", method, placement, metric, value, samples=[value, value * 1.002, value * 0.998], toolchain=toolchain,
                   time=f"2025-03-{1 + week:02d}T02:00:00+00:00", commit=f"sha{week}", pipeline=f"{100 + week}")
 
 
@@ -55,14 +52,14 @@ def test_proposal_round_trips_and_carries_provenance(db, baselines_dir):
     path = baselines_dir / "iris.yaml"
     proposal = propose(db, "iris", baselines.load(path), path, today=date(2025, 6, 1))
     parsed = baselines.parse(yaml.safe_load(proposal.text), path)
-    bw = parsed.lookup("skylake", "source", "same_numa", "bandwidth")
+    bw = parsed.lookup_pt2pt("skylake", "source", "same_numa", "bandwidth")
     assert bw.value == pytest.approx(17400, rel=0.02) and 0.03 <= bw.tolerance <= 0.15
     assert bw.provenance == "history-2025-06-01"
     record = parsed.provenance["history-2025-06-01"]
     assert record["runs"] == 8 and record["collected"] == "2025-03-08" and record["first"] == "2025-03-01"
     assert "100" in record["pipelines"] and "sha7" in record["commits"]
     # Untouched series keep their reference and its provenance; young ones are kept and said so.
-    assert parsed.lookup("skylake", "source", "cross_node", "latency").value == 7.2
+    assert parsed.lookup_pt2pt("skylake", "source", "cross_node", "latency").value == 7.2
     assert "seed-2025-05" in parsed.provenance
     assert any("cross_node latency: 3 accepted" in line for line in proposal.kept)
     diff = proposal.diff.splitlines()
@@ -123,7 +120,7 @@ def test_the_command_prints_a_diff_and_rewrites_nothing(db, baselines_dir, tmp_p
     out = tmp_path / "proposed" / "iris.yaml"
     assert cli.main(["baseline", "propose", "--system", "iris", "--db", str(db.path),
                      "--baselines-dir", str(baselines_dir), "--write", str(out)]) == OK
-    assert baselines.load(out).lookup("skylake", "source", "same_numa", "latency") is not None
+    assert baselines.load(out).lookup_pt2pt("skylake", "source", "same_numa", "latency") is not None
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 

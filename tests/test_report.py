@@ -10,6 +10,7 @@ from mpiregress import cli, history, report
 from mpiregress.errors import ERROR, OK
 from mpiregress.names import METRICS
 from mpiregress.report import html, junit, markdown
+from mpiregress.results import pt2pt
 from mpiregress.results import Result, dump
 
 BASE = {("latency", "same_numa"): 0.58, ("latency", "cross_node"): 4.1,
@@ -21,9 +22,8 @@ def result(method, placement, metric, factor=1.0, week=0, status="pass", reason=
     wobble = 1 + 0.004 * ((week * 7 + len(method)) % 5 - 2)
     value = BASE[(metric, placement)] * factor * wobble
     samples = [] if status != "pass" else [value, value * 1.003, value * 0.998]
-    return Result(system="aion", partition="batch", method=method, placement=placement, metric=metric,
-                  benchmark=spec.benchmark, message_size=size or spec.message_size, unit=spec.unit,
-                  value=value if samples else None, status=status, reason=reason, samples=samples,
+    return pt2pt("aion", "batch", method, placement, metric, value if samples else None, status=status, size=size,
+                 reason=reason, samples=samples,
                   toolchain="2023b", time=f"2025-{1 + week // 4:02d}-{1 + 7 * (week % 4):02d}T02:00:00+00:00",
                   commit=commit or f"sha{week:02d}", pipeline=f"{500 + week}")
 
@@ -121,3 +121,32 @@ def test_the_report_command_writes_three_files_and_gates_only_when_asked(db, tmp
     assert {p.name for p in out.iterdir()} == {"report.html", "summary.md", "junit.xml"}
     ET.parse(out / "junit.xml")
     assert cli.main([*args, "--gate"]) == ERROR
+
+
+def test_a_collective_sweep_gets_its_findings_figures_and_a_deployable_rules_file(tmp_path):
+    from mpiregress.coll import rules_file
+
+    def bcast(algorithm, size, value):
+        return Result(system="aion", partition="batch", method="source", benchmark="osu_bcast",
+                      parameters={"nprocs": 4, "nodes": 1, "distribution": "block:block", "algorithm": algorithm,
+                                  "size": size}, metric="latency", unit="us", value=value, status="pass",
+                      samples=[value, value * 1.01, value * 0.99], toolchain="2023b", time="2025-06-01T00:00:00")
+
+    found = [bcast("default", 1024, 10.0), bcast("binomial", 1024, 5.0), bcast("chain", 1024, 9.0),
+             bcast("default", 2048, 6.0), bcast("binomial", 2048, 6.1), bcast("chain", 2048, 9.0)]
+    data = report.build(found, None, {})
+    assert data.collectives is not None
+    (finding,) = data.collectives.findings
+    assert finding.startswith("bcast, 4 ranks (1 node, block:block), 1 KiB: ")
+    assert "default 100 % slower than binomial" in data.collectives.findings[0]
+    page = html.write(data, tmp_path / "report.html").read_text()
+    assert "Collectives: default vs the best coll/tuned algorithm" in page and "best-bcast-block_block.png" in page
+    rules = (tmp_path / "coll_tuned_rules-block_block.conf").read_text()
+    parsed = rules_file.parse(rules)
+    assert rules_file.select(parsed, 7, 4, 1024) == 6        # binomial where it beats the default
+    assert rules_file.select(parsed, 7, 4, 2048) == 0        # the fixed decision where the default is as good
+
+
+def test_point_to_point_results_have_no_collective_section():
+    data = report.build([result("source", "same_numa", "latency")], None, {})
+    assert data.collectives is None and "Collectives:" not in html.render(data)

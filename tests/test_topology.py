@@ -78,3 +78,41 @@ def test_binding_obtained_is_verified_against_slurm_verbose_output():
     wrong = topology.Binding("cross_socket", ((0, 0), (0, 14)))
     assert "differs" in topology.verify(wrong, VERBOSE)
     assert "reported 0" in topology.verify(binding, "no binding lines here")
+
+
+def _verbose(tasks):
+    """Slurm's --cpu-bind=verbose lines for (node, task, cpus) tuples."""
+    return "\n".join(f"cpu-bind-cores=MASK - {node}, task {task:2d} {task % 4:2d} [{100 + task}]: "
+                     f"mask {hex(sum(1 << c for c in cpus))} set" for node, task, cpus in tasks)
+
+
+TWO_SOCKETS = topology.Topology(cores=tuple(range(8)), numa_of={c: c // 4 for c in range(8)},
+                                socket_of={c: c // 4 for c in range(8)})
+
+
+def test_block_block_fills_a_node_and_a_socket_before_the_next():
+    text = _verbose([("n1", t, [t]) for t in range(4)] + [("n2", t, [t - 4]) for t in range(4, 8)])
+    assert topology.verify_distribution(text, 8, 2, "block:block", TWO_SOCKETS) is None
+    assert "consecutive ranks on one socket" in topology.verify_distribution(
+        _verbose([("n1", 0, [0]), ("n1", 1, [4]), ("n1", 2, [1]), ("n1", 3, [5])]), 4, 1, "block:block", TWO_SOCKETS)
+
+
+def test_block_cyclic_deals_ranks_over_the_sockets():
+    text = _verbose([("n1", 0, [0]), ("n1", 1, [4]), ("n1", 2, [1]), ("n1", 3, [5])])
+    assert topology.verify_distribution(text, 4, 1, "block:cyclic", TWO_SOCKETS) is None
+    wrong = _verbose([("n1", t, [t]) for t in range(4)])
+    assert "dealt over sockets" in topology.verify_distribution(wrong, 4, 1, "block:cyclic", TWO_SOCKETS)
+
+
+def test_ranks_on_the_wrong_node_or_missing_are_named():
+    text = _verbose([("n1", 0, [0]), ("n2", 1, [1]), ("n1", 2, [2]), ("n2", 3, [3])])
+    assert "rank 1 ran on n2" in topology.verify_distribution(text, 4, 2, "block:block", TWO_SOCKETS)
+    assert "reported 3" in topology.verify_distribution(_verbose([("n1", t, [t]) for t in range(3)]), 4, 1,
+                                                        "block:block", TWO_SOCKETS)
+
+
+def test_oversubscribed_nodes_are_checked_for_nodes_only():
+    shared = _verbose([("n1", t, [0, 1]) for t in range(4)] + [("n2", t, [0, 1]) for t in range(4, 8)])
+    assert topology.verify_distribution(shared, 8, 2, "block:cyclic", TWO_SOCKETS, overcommitted=True) is None
+    assert "bound across sockets" in topology.verify_distribution(
+        _verbose([("n1", 0, [0, 4]), ("n1", 1, [1])]), 2, 1, "block:block", TWO_SOCKETS)

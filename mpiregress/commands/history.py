@@ -76,7 +76,7 @@ def run_list(args: argparse.Namespace) -> int:
     with history.open_history(args.db) as db:
         if args.series:
             for key in db.series_keys():
-                print(f"{history.series_name(key)}: {len(db.series_runs(key))} accepted runs")
+                print(f"{key.name()}: {len(db.series_runs(key))} accepted runs")
             return OK
         print(f"{'run id':<28} {'kind':<8} {'acc':<3} {'time':<25} {'rows':>6}  commit / pipeline / toolchain")
         for run in db.runs():

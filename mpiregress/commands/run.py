@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import paths, toolchain
 from ..names import SYSTEMS
-from ..runner import RunOptions, run as run_checks
+from ..runner import DEFAULT_FAMILIES, FAMILIES, RunOptions, run as run_checks
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "(default: every method, skipped where it has no build)")
     p.add_argument("--metrics", help="comma-separated metrics (default: latency,bandwidth)")
     p.add_argument("--placements", help="comma-separated placements (default: all four)")
+    p.add_argument("--families", help=f"comma-separated families of checks, of {', '.join(FAMILIES)} "
+                                       f"(default: {','.join(DEFAULT_FAMILIES)}; coll-sweep is the weekly full sweep)")
+    p.add_argument("--collectives", help="comma-separated collectives (default: every one of the sweep)")
+    p.add_argument("--algorithms", help="comma-separated coll/tuned algorithm names, 'default' included "
+                                         "(default: every one of the subset)")
     p.add_argument("--iterations", type=int, help="measured iterations per check (default: 1000)")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: reports/<system>)")
     p.add_argument("--dry-run", action="store_true", help="write the job scripts, submit nothing")
@@ -43,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     opts = RunOptions(
         system=args.system, partition=args.partition,
         methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),
+        families=_list(args.families) or list(DEFAULT_FAMILIES),
+        collectives=_list(args.collectives), algorithms=_list(args.algorithms),
         iterations=args.iterations,
         report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
         dry_run=args.dry_run, repeat=max(1, args.repeat),

@@ -14,10 +14,14 @@ from typing import Mapping, Optional, Sequence
 from .. import consistency
 from ..baselines import Baselines
 from ..changepoint import ChangePoint, series_changepoints
+from ..coll import algorithms
+from ..coll.algorithms import DEFAULT
+from ..coll.analysis import Analysis, analyse
 from ..consistency import Finding
 from ..gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
-from ..history import History, RunPoint, SeriesKey
+from ..history import History, RunPoint
 from ..results import Result
+from ..series import SeriesKey
 
 # How much history a report draws: two years of weekly runs.
 TREND_RUNS = 104
@@ -40,6 +44,7 @@ class ReportData:
     history_runs: int = 0
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     notes: list[str] = field(default_factory=list)
+    collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
 
     @property
     def exit_code(self) -> int:
@@ -56,7 +61,7 @@ class ReportData:
 
     def systems(self) -> list[tuple[str, str]]:
         """(system, partition) pairs shown, from the results and the history's series."""
-        pairs = {(r.system, r.partition) for r in self.results} | {k[:2] for k in self.trends}
+        pairs = {(r.system, r.partition) for r in self.results} | {(k.system, k.partition) for k in self.trends}
         return sorted(pairs)
 
     def commits(self) -> list[str]:
@@ -85,7 +90,7 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
         runs_count = sum(1 for run in history.runs() if run.accepted)
         keys = history.series_keys() if with_trends else sorted({r.key() for r in results})
         for key in keys:
-            if systems and key[0] not in systems:
+            if systems and key.system not in systems:
                 continue
             runs = history.series_runs(key, last=TREND_RUNS, exclude_run=exclude_run)
             if runs:
@@ -98,8 +103,19 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     noise = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}
     noise = {k: v for k, v in noise.items() if v is not None}
     values = consistency.method_values(results)
+    collectives = _collectives(results)
     return ReportData(results=list(results), verdicts=verdicts, findings=consistency.check(values, noise),
                       baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
                       changes=changes, trends=trends, baselines=books, config=config,
                       results_source=results_source, history_source=history_source, history_runs=runs_count,
-                      notes=notes)
+                      notes=notes, collectives=collectives)
+
+
+def _collectives(results: Sequence[Result]) -> Optional[Analysis]:
+    """The sweep analysis when the results hold forced collective algorithms (the weekly sweep)."""
+    if not any(r.parameters.get("algorithm") not in (None, DEFAULT) for r in results):
+        return None
+    from .. import toolchain
+
+    version = toolchain.load(toolchain.default_path()).mpi["version"]
+    return analyse([r.to_dict() for r in results], algorithms.load(version), version)

@@ -18,9 +18,10 @@ from matplotlib.patches import Patch
 from ..baselines import Baselines
 from ..changepoint import ChangePoint
 from ..gate import Verdict, format_value
-from ..history import RunPoint, SeriesKey
-from ..names import METHODS, METRICS, PLACEMENTS
+from ..history import RunPoint
+from ..names import METHODS, METRICS, PLACEMENTS, PT2PT
 from ..results import Result
+from ..series import SeriesKey
 
 METHOD_COLOURS = {"source": "#1f77b4", "spack": "#ff7f0e", "easybuild": "#2ca02c", "eessi": "#9467bd"}
 VERDICT_EDGE = {"regression": "#d62728", "error": "#d62728", "noisy": "#bcbd22", "improvement": "#17becf"}
@@ -36,7 +37,9 @@ def _png(fig: Figure) -> str:
 def _label(metric: str) -> str:
     m = METRICS[metric]
     better = "higher is better" if m.higher_is_better else "lower is better"
-    return f"{metric} ({m.unit}), {m.benchmark} {m.message_size} B; {better}"
+    spec = PT2PT.get(metric)
+    measured = f", {spec.benchmark} {spec.size} B" if spec else ""
+    return f"{metric} ({m.unit}){measured}; {better}"
 
 
 def parse_time(text: str) -> datetime:
@@ -49,15 +52,19 @@ _time = parse_time
 
 
 def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], system: str, partition: str) -> str:
-    """Grouped bars, placement x method, for latency and bandwidth of one system/partition (as in seed 000)."""
+    """Grouped bars, placement x method, for point-to-point latency and bandwidth of one system/partition (seed 000)."""
     fig = Figure(figsize=(13, 4.2))
     axes = fig.subplots(1, 2)
-    for ax, metric in zip(axes, METRICS):
+    keys: dict[tuple[str, str, str], SeriesKey] = {}
+    for ax, metric in zip(axes, PT2PT):
         values: dict[tuple[str, str], list[float]] = {}
         for r in results:
+            key = r.key()
+            placement = key.pt2pt_placement()
             if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail") \
-                    and r.message_size == METRICS[metric].message_size:
-                values.setdefault((r.placement, r.method), []).extend(
+                    and placement is not None:
+                keys[(placement, r.method, metric)] = key
+                values.setdefault((placement, r.method), []).extend(
                     r.samples or ([r.value] if r.value is not None else []))
         placements = [p for p in PLACEMENTS if any(k[0] == p for k in values)]
         methods = [m for m in METHODS if any(k[1] == m for k in values)]
@@ -69,7 +76,7 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
                     continue
                 centre = statistics.median(samples)
                 x = i + (j - (len(methods) - 1) / 2) * width
-                verdict = verdicts.get((system, partition, method, placement, metric))
+                verdict = verdicts.get(keys[(placement, method, metric)])
                 edge = VERDICT_EDGE.get(verdict.verdict) if verdict else None
                 ax.bar(x, centre, width * 0.92, color=METHOD_COLOURS[method], edgecolor=edge or "none",
                        linewidth=2.5 if edge else 0, hatch="//" if verdict and verdict.gates else None)
@@ -98,22 +105,27 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
 def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, Sequence[RunPoint]],
            changes: Mapping[SeriesKey, Sequence[ChangePoint]], baselines: Optional[Baselines],
            current: Mapping[SeriesKey, float], now: Optional[datetime] = None) -> str:
-    """Run medians over time, one panel per placement, with change points, baseline bands and this run."""
-    placements = [p for p in PLACEMENTS if any(k[:2] == (system, partition) and k[3] == p and k[4] == metric
-                                               for k in [*series, *current])]
+    """Run medians over time, one panel per placement (or per other series), with change points,
+    baseline bands and this run."""
+    mine = [k for k in [*series, *current] if (k.system, k.partition, k.metric) == (system, partition, metric)]
+    order = {p: i for i, p in enumerate(PLACEMENTS)}
+    panels = sorted({k.label() for k in mine}, key=lambda p: (order.get(p, len(order)), p))
+    by_panel = {(k.label(), k.method): k for k in mine}
     cols = 2
-    rows = max(1, (len(placements) + 1) // 2)
+    rows = max(1, (len(panels) + 1) // 2)
     fig = Figure(figsize=(13, 3.3 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax, placement in zip(axes, placements):
+    for ax, placement in zip(axes, panels):
         for method in METHODS:
-            key = (system, partition, method, placement, metric)
+            key = by_panel.get((placement, method))
+            if key is None:
+                continue
             colour = METHOD_COLOURS[method]
             runs = series.get(key, ())
             if runs:
                 times = [_time(r.time) for r in runs]
                 ax.plot(times, [r.median for r in runs], marker="o", markersize=2.5, linewidth=1, color=colour)
-            ref = baselines.lookup(partition, method, placement, metric) if baselines else None
+            ref = baselines.lookup(key) if baselines else None
             if ref is not None and (runs or key in current):     # no band for a method with nothing to judge
                 ax.axhspan(min(ref.value, ref.limit()), max(ref.value, ref.limit()), color=colour, alpha=0.10)
                 ax.axhline(ref.limit(), color=colour, linewidth=0.8, linestyle="--", alpha=0.7)
@@ -129,7 +141,7 @@ def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, 
         ax.set_title(f"{placement}", fontsize=10)
         ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
-    for ax in axes[len(placements):]:
+    for ax in axes[len(panels):]:
         ax.set_visible(False)
     handles = [Line2D([], [], color=METHOD_COLOURS[m], marker="o", label=m) for m in METHODS]
     handles += [Line2D([], [], color="grey", linestyle="--", label="baseline limit (band shaded)"),
@@ -143,14 +155,16 @@ def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, 
 
 
 def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) -> Optional[str]:
-    """Value vs message size per method, one panel per placement; None when there is no sweep."""
+    """Point-to-point value vs message size per method, one panel per placement; None when there is no sweep."""
+    spec = PT2PT.get(metric)
     data: dict[tuple[str, str], dict[int, list[float]]] = {}
     for r in results:
-        if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail"):
+        if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail") \
+                and spec and r.benchmark == spec.benchmark and r.size is not None:
             values = r.samples or ([r.value] if r.value is not None else [])
             if values:
-                data.setdefault((r.placement, r.method), {}).setdefault(r.message_size, []).extend(values)
-    if not any(len(sizes) > 1 for sizes in data.values()):
+                data.setdefault((r.placement, r.method), {}).setdefault(r.size, []).extend(values)
+    if not spec or not any(len(sizes) > 1 for sizes in data.values()):
         return None
     placements = [p for p in PLACEMENTS if any(k[0] == p and len(sizes) > 1 for k, sizes in data.items())]
     fig = Figure(figsize=(13, 3.4))
@@ -165,7 +179,7 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) 
                     label=method)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.axvline(METRICS[metric].message_size, color="grey", linestyle=":", linewidth=1)
+        ax.axvline(spec.size, color="grey", linestyle=":", linewidth=1)
         ax.set_title(placement, fontsize=10)
         ax.set_xlabel("message size (B)", fontsize=8)
         ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)

@@ -1,14 +1,17 @@
 """The HTML report: one self-contained file (inline styles, figures as base64 PNG)."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
+from ..coll import analysis
 from ..gate import format_value
-from ..names import METRICS
+from ..names import METRICS, PT2PT
+from ..series import SeriesKey
 from . import ReportData, figures
 from .template import TEMPLATE, VERDICT_TABLE
 
@@ -27,6 +30,16 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _trend_worthy(key: SeriesKey, data: ReportData, system: str, partition: str, metric: str) -> bool:
+    """Trends are drawn for the point-to-point series, and for any other series that changed or needs a look:
+    a weekly collective sweep has hundreds of series, and a page of flat lines helps no one."""
+    if (key.system, key.partition, key.metric) != (system, partition, metric):
+        return False
+    if key.pt2pt_placement() is not None:
+        return True
+    return key in data.changes or any(v.key == key and v.verdict != "pass" for v in data.verdicts)
+
+
 def render(data: ReportData) -> str:
     """The HTML page for ``data`` as text."""
     env = _environment()
@@ -43,22 +56,30 @@ def render(data: ReportData) -> str:
             sweep = figures.sweeps(data.results, system, partition, metric)
             if sweep:
                 sweep_figures.append(Figure(f"{system}/{partition} {metric}", sweep))
-            series = {k: runs for k, runs in data.trends.items() if k[:2] == (system, partition) and k[4] == metric}
+            series = {k: runs for k, runs in data.trends.items() if _trend_worthy(k, data, system, partition, metric)}
             if series:
-                mine = {k: v for k, v in current.items() if k[:2] == (system, partition) and k[4] == metric}
+                mine = {k: v for k, v in current.items() if _trend_worthy(k, data, system, partition, metric)}
                 trend_figures.append(Figure(f"{system}/{partition} {metric}", figures.trends(
                     system, partition, metric, series, data.changes, data.baselines.get(system), mine, now=now)))
     changes = sorted((cp for points in data.changes.values() for cp in points),
                      key=lambda c: c.run_after.time, reverse=True)
-    sizes = " and ".join(f"{m.message_size} B {m.name}" for m in METRICS.values())
+    sizes = " and ".join(f"{spec.size} B {spec.metric}" for spec in PT2PT.values())
+    coll = data.collectives
+    coll_figures = [(name, base64.b64encode(png).decode("ascii")) for name, png in (coll.figures if coll else {}).items()]
+    oversubscribed = any(r.conditions.get("oversubscribed") for r in data.results if r.benchmark.startswith("osu_"))
     return env.from_string(TEMPLATE).render(
         data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
-        trend_figures=trend_figures, sizes=sizes,
+        trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
+        if oversubscribed else "", rules_name=analysis.rules_name,
         verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)))
 
 
 def write(data: ReportData, path: Path) -> Path:
+    """Write the page, and beside it the coll/tuned rules files it offers for deployment."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(data))
+    for dist, text in (data.collectives.rules.items() if data.collectives else ()):
+        (path.parent / analysis.rules_name(dist)).write_text(text)
     return path

@@ -19,9 +19,9 @@ def render(data: ReportData) -> str:
                        failures=str(counts["regression"]), errors=str(counts["error"]),
                        skipped=str(counts["skip"]), timestamp=data.generated)
     for v in data.verdicts:
-        system, partition, method, placement, metric = v.key
-        case = ET.SubElement(suite, "testcase", classname=f"{system}.{partition}.{method}",
-                             name=f"{placement}.{metric}", time="0")
+        k = v.key
+        case = ET.SubElement(suite, "testcase", classname=f"{k.system}.{k.partition}.{k.method}",
+                             name=f"{k.label()}.{k.metric}".replace(" ", "."), time="0")
         if v.verdict == "regression":
             ET.SubElement(case, "failure", type="regression", message=v.reason).text = v.reason
         elif v.verdict == "error":

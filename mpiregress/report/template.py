@@ -61,7 +61,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% if changes %}
 <table><tr><th>series</th><th>from run</th><th>date</th><th>before</th><th>after</th><th>change</th><th>commits</th><th>toolchain</th></tr>
 {% for cp in changes %}<tr class="{{ 'v-regression' if cp.worse else 'v-improvement' }}">
-<td>{{ cp.key[0] }}/{{ cp.key[1] }} {{ cp.key[2:]|join(" ") }}</td><td>{{ cp.run_after.run_id }}</td><td>{{ cp.run_after.time[:10] }}</td>
+<td>{{ cp.key.name() }}</td><td>{{ cp.run_after.run_id }}</td><td>{{ cp.run_after.time[:10] }}</td>
 <td class="num">{{ cp.before|fv }}</td><td class="num">{{ cp.after|fv }}</td>
 <td class="num">{{ "%+.1f%%"|format(cp.change * 100) }}</td><td>{{ cp.commits }}</td>
 <td>{{ cp.run_before.toolchain ~ " → " ~ cp.run_after.toolchain if cp.toolchain_changed else cp.run_after.toolchain }}</td></tr>
@@ -77,6 +77,15 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% for fig in sweep_figures %}<img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
 {% else %}<p class="note">No message-size sweep in these results: only {{ sizes }} were measured, so there is no curve to draw. Run the checks with a size sweep to see one.</p>{% endif %}
 
+{% if coll %}
+<h2>Collectives: default vs the best coll/tuned algorithm</h2>
+<p class="meta">Each point (collective, distribution, nodes, processes, message size) was measured with OpenMPI's default decision and with every coll/tuned algorithm forced. The default is flagged where it is slower than the best forced algorithm by more than the noise (max(10 %, the two spreads)). {{ coll.cells|length }} points{% if coll_note %}; {{ coll_note }}{% endif %}.</p>
+{% if coll.findings %}<ul class="findings">{% for f in coll.findings[:30] %}<li>{{ f }}</li>{% endfor %}</ul>{% if coll.findings|length > 30 %}<p class="meta">… and {{ coll.findings|length - 30 }} more in default_vs_best.json.</p>{% endif %}
+{% else %}<p class="empty">At every point the default is within the noise of the best forced algorithm.</p>{% endif %}
+{% for name, png in coll_figures %}<h3>{{ name }}</h3><img alt="{{ name }}" src="data:image/png;base64,{{ png }}">{% endfor %}
+{% for dist, text in coll.rules.items() %}<details><summary>coll/tuned dynamic rules file, {{ dist }} (deployable: {{ rules_name(dist) }} beside this report)</summary><pre>{{ text }}</pre></details>{% endfor %}
+{% endif %}
+
 <h2>Trends</h2>
 {% if trend_figures %}
 <p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run.</p>
@@ -89,13 +98,13 @@ TEMPLATE = r"""<!DOCTYPE html>
 </details>
 
 <h2>How verdicts are made</h2>
-<p>Each series (system, partition, method, placement, metric) is judged on the median of its k ≥ {{ data.config.min_samples }} new samples against the median of the last {{ data.config.last_runs }} accepted (scheduled or merged) runs. The band is max({{ data.config.z }} × the robust run-to-run noise (MAD of consecutive run medians, last {{ data.config.noise_runs }} runs), 3 %), one-sided: only the hurting side fails (<b>regression</b>); beyond the band on the good side is an <b>improvement</b>, meaning the history or baseline is stale. A series whose band would exceed {{ "%.0f%%"|format(data.config.max_band * 100) }}, or whose new samples scatter far more than its history, is <b>noisy</b>. With fewer than {{ data.config.min_runs }} accepted runs the baselines file's band is used, and the verdict says so. Only regression and error fail the pipeline.</p>
+<p>Each series (system, partition, method, benchmark, parameters, metric) is judged on the median of its k ≥ {{ data.config.min_samples }} new samples against the median of the last {{ data.config.last_runs }} accepted (scheduled or merged) runs. The band is max({{ data.config.z }} × the robust run-to-run noise (MAD of consecutive run medians, last {{ data.config.noise_runs }} runs), 3 %), one-sided: only the hurting side fails (<b>regression</b>); beyond the band on the good side is an <b>improvement</b>, meaning the history or baseline is stale. A series whose band would exceed {{ "%.0f%%"|format(data.config.max_band * 100) }}, or whose new samples scatter far more than its history, is <b>noisy</b>. With fewer than {{ data.config.min_runs }} accepted runs the baselines file's band is used, and the verdict says so. Only regression and error fail the pipeline.</p>
 </body>
 </html>
 """
 
-VERDICT_TABLE = r"""<table><tr><th>verdict</th><th>system/partition</th><th>method</th><th>placement</th><th>metric</th><th>new (median)</th><th>k</th><th>reference</th><th>change (+ worse)</th><th>band</th><th>basis</th><th>why</th></tr>
-{% for v in verdicts %}<tr class="v-{{ v.verdict }}"><td>{{ v.verdict }}</td><td>{{ v.key[0] }}/{{ v.key[1] }}</td><td>{{ v.key[2] }}</td><td>{{ v.key[3] }}</td><td>{{ v.key[4] }}</td>
+VERDICT_TABLE = r"""<table><tr><th>verdict</th><th>system/partition</th><th>method</th><th>series</th><th>metric</th><th>new (median)</th><th>k</th><th>reference</th><th>change (+ worse)</th><th>band</th><th>basis</th><th>why</th></tr>
+{% for v in verdicts %}<tr class="v-{{ v.verdict }}"><td>{{ v.verdict }}</td><td>{{ v.key.system }}/{{ v.key.partition }}</td><td>{{ v.key.method }}</td><td>{{ v.key.benchmark }} {{ v.key.parameters|map("join", "=")|join(" ") }}</td><td>{{ v.key.metric }}</td>
 <td class="num">{{ "—" if v.value is none else (v.value|fv) ~ " " ~ v.unit }}</td><td class="num">{{ v.samples }}</td>
 <td class="num">{{ "—" if v.reference is none else v.reference|fv }}</td>
 <td class="num">{{ "—" if v.effect is none else "%+.1f%%"|format(v.effect * 100) }}</td>

@@ -103,6 +103,8 @@ int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
         {"validation-warmup", required_argument, NULL, 'u'},
         {"graph", required_argument, NULL, 'G'},
         {"ddt", required_argument, NULL, 'D'},
+        {"full", no_argument, NULL, 'f'},
+        {"type", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
@@ -118,10 +120,11 @@ int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
     opts->warmup = 200;
     opts->warmup_large = 10;
     opts->window = 64;
+    opts->full = 0;
 
     opterr = 0;   /* options the double does not model are ignored silently */
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":b:m:M:i:x:W:cu:G:D:hv", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:m:M:i:x:W:cu:G:D:T:a:fhv", long_options, NULL)) != -1) {
         switch (c) {
         case 'm':
             /* Real OSU 7.2 prints the header and no data row for a size it
@@ -147,6 +150,9 @@ int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
                 return OSU_DOUBLE_BAD_USAGE;
             }
             opts->window = (int)value;
+            break;
+        case 'f':
+            opts->full = 1;
             break;
         case 'h':
             return OSU_DOUBLE_HELP;
@@ -216,15 +222,17 @@ void osu_double_print_usage(const char *program, int with_window)
     if (with_window) {
         printf("  -W, --window-size SIZE        messages in flight before an ack (default 64)\n");
     }
+    printf("  -f, --full                    min/max latency and iterations (collectives)\n");
     printf("  -h, --help                    print this help\n");
     printf("  -v, --version                 print version info\n");
 }
 
-/* MPI_Init, trap hook, options and the two-rank rule, as every OSU pt2pt benchmark starts.
- * Returns -1 when the benchmark should run; otherwise MPI is finalized and the value is
- * the process exit code (usage, version, bad option, wrong number of ranks). */
-int osu_double_start(int *argc, char ***argv, const char *program, const char *title,
-                     int with_window, struct osu_double_options *opts, int *rank)
+/* MPI_Init, trap hook, options and the rank-count rule (pt2pt: exactly two; collective:
+ * at least two). Returns -1 when the benchmark should run; otherwise MPI is finalized and
+ * the value is the process exit code (usage, version, bad option, wrong number of ranks). */
+static int start(int *argc, char ***argv, const char *program, const char *title,
+                 int with_window, int collective, struct osu_double_options *opts, int *rank,
+                 int *nprocs_out)
 {
     char err_msg[256] = "";
     int nprocs, status;
@@ -249,12 +257,135 @@ int osu_double_start(int *argc, char ***argv, const char *program, const char *t
         MPI_Finalize();
         return status == OSU_DOUBLE_BAD_USAGE ? EXIT_FAILURE : EXIT_SUCCESS;
     }
-    if (nprocs != 2) {
+    if (collective ? nprocs < 2 : nprocs != 2) {
         if (*rank == 0) {
-            fprintf(stderr, "This test requires exactly two processes\n");
+            fprintf(stderr, collective ? "This test requires at least two processes\n"
+                                       : "This test requires exactly two processes\n");
         }
         MPI_Finalize();
         return EXIT_FAILURE;
     }
+    *nprocs_out = nprocs;
     return -1;
+}
+
+int osu_double_start(int *argc, char ***argv, const char *program, const char *title,
+                     int with_window, struct osu_double_options *opts, int *rank)
+{
+    int nprocs;
+
+    return start(argc, argv, program, title, with_window, 0, opts, rank, &nprocs);
+}
+
+int osu_double_start_collective(int *argc, char ***argv, const char *program, const char *title,
+                                struct osu_double_options *opts, int *rank, int *nprocs)
+{
+    return start(argc, argv, program, title, 0, 1, opts, rank, nprocs);
+}
+
+void osu_double_print_coll_header(const char *title, int full)
+{
+    printf("\n# OSU MPI %s Test v%s\n", title, OSU_DOUBLE_VERSION);
+    printf("# Datatype: MPI_CHAR.\n");
+    printf("%-10s%18s", "# Size", "Avg Latency(us)");
+    if (full) {
+        printf("%18s%18s%12s", "Min Latency(us)", "Max Latency(us)", "Iterations");
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+void osu_double_print_coll_row(long size, double avg, double min, double max, long iters, int full)
+{
+    printf("%-10ld%18.2f", size, avg);
+    if (full) {
+        printf("%18.2f%18.2f%12ld", min, max, iters);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+void osu_double_time_collective(long size, long warmup, long iters, int full, int nprocs, int rank,
+                                void (*op)(long size, void *ctx), void *ctx)
+{
+    double timer = 0.0, latency, min_time, max_time, sum_time;
+    long i;
+
+    for (i = 0; i < warmup + iters; i++) {
+        double t_start = MPI_Wtime(), t_stop;
+
+        op(size, ctx);
+        t_stop = MPI_Wtime();
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (i >= warmup) {
+            timer += t_stop - t_start;
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    latency = timer * 1e6 / (double)iters;
+    MPI_Reduce(&latency, &min_time, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&latency, &max_time, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&latency, &sum_time, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        osu_double_print_coll_row(size, sum_time / nprocs, min_time, max_time, iters, full);
+    }
+}
+
+struct coll_ctx {
+    osu_double_coll_op op;
+    char *sbuf;
+    char *rbuf;
+    int nprocs;
+};
+
+static void run_op(long size, void *ctx)
+{
+    struct coll_ctx *c = ctx;
+
+    c->op(size, c->sbuf, c->rbuf, c->nprocs);
+}
+
+int osu_double_collective_main(int argc, char **argv, const char *program, const char *title,
+                               int per_rank, osu_double_coll_op op)
+{
+    struct osu_double_options opts;
+    struct coll_ctx ctx;
+    int rank, nprocs, exit_code;
+    size_t bytes;
+    long size;
+
+    exit_code = osu_double_start_collective(&argc, &argv, program, title, &opts, &rank, &nprocs);
+    if (exit_code >= 0) {
+        return exit_code;
+    }
+    bytes = opts.sizes_valid ? (size_t)opts.max_size : 1;
+    if (per_rank) {
+        bytes *= (size_t)nprocs;
+    }
+    ctx.op = op;
+    ctx.nprocs = nprocs;
+    ctx.sbuf = osu_double_buffer(bytes, 'a');
+    ctx.rbuf = osu_double_buffer(bytes, 'b');
+    if (ctx.sbuf == NULL || ctx.rbuf == NULL) {
+        fprintf(stderr, "Error allocating %zu-byte message buffers\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+    }
+    if (rank == 0) {
+        osu_double_print_coll_header(title, opts.full);
+    }
+    for (size = opts.min_size; opts.sizes_valid && size <= opts.max_size;
+         size = osu_double_next_size(size)) {
+        int large = size > OSU_DOUBLE_LARGE_MESSAGE;
+
+        if (size == 0) {
+            continue;   /* OSU's collectives skip sizes of zero elements */
+        }
+        osu_double_time_collective(size, large ? opts.warmup_large : opts.warmup,
+                                   large ? opts.iterations_large : opts.iterations,
+                                   opts.full, nprocs, rank, run_op, &ctx);
+    }
+    free(ctx.sbuf);
+    free(ctx.rbuf);
+    MPI_Finalize();
+    return EXIT_SUCCESS;
 }
