@@ -185,7 +185,8 @@ def ab_table(rng: np.random.Generator, args, rates: dict) -> None:
             inconclusive += sum(v.verdict == "inconclusive" for v in verdicts)
             by_key = {v.key: v for v in paired.judge(_mr_records(rng, pairs, stepped), config)}
             for index, step in stepped.items():
-                verdict = by_key[series[index]]
+                verdict = by_key[paired.series_key(dict(zip(("system", "partition", "method", "placement",
+                                                                "metric"), series[index], strict=True)))]
                 hits[step] += verdict.verdict == "regression"
                 if step == 0.05:
                     low = verdict.low

@@ -5,13 +5,17 @@ import numpy as np
 
 from mpiregress.ab import paired
 from mpiregress.ab.attribution import Observation, attribute, by_kind, flagged_nodes, observation
+from mpiregress.names import PT2PT
+from mpiregress.series import SeriesKey
 
 METHODS = ("source", "easybuild", "spack")
 
 
 def _obs(method, placement, verdict="pass", nodes=("n1", "n2"), ab=None, a_hist=None, b_hist=None,
          metric="latency"):
-    return Observation(key=("iris", "skylake", method, placement, metric), verdict=verdict, nodes=tuple(nodes),
+    key = SeriesKey("iris", "skylake", method, PT2PT[metric].benchmark,
+                    (("placement", placement), ("size", PT2PT[metric].size)), metric)
+    return Observation(key=key, verdict=verdict, nodes=tuple(nodes),
                        ab_effect=ab, a_vs_history=a_hist, b_vs_history=b_hist)
 
 
@@ -35,7 +39,7 @@ def test_system_a_and_b_both_worse_than_history_names_the_nodes():
     obs = [_obs("source", "cross_node", "pass", nodes=("n7", "n9"), ab=0.002, a_hist=0.11, b_hist=0.115),
            _obs("source", "same_numa", "pass", nodes=("n7",), ab=0.0, a_hist=0.001, b_hist=0.002)]
     (cause,) = attribute(obs)
-    assert cause.kind == "system" and cause.key[3] == "cross_node"
+    assert cause.kind == "system" and cause.key.placement == "cross_node"
     assert "in A (+11.0%) and in B (+11.5%) alike" in cause.sentence and "n7, n9" in cause.sentence
 
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from mpiregress.ab.confirm import confirm, cost, outcome, remeasure_plan
 from mpiregress.gate import Verdict
+from mpiregress.series import SeriesKey
 
-LAT = ("iris", "skylake", "source", "cross_node", "latency")
-BW = ("iris", "skylake", "source", "same_numa", "bandwidth")
+LAT = SeriesKey("iris", "skylake", "source", "osu_latency", (("placement", "cross_node"), ("size", 8192)), "latency")
+BW = SeriesKey("iris", "skylake", "source", "osu_bw", (("placement", "same_numa"), ("size", 1048576)), "bandwidth")
 
 
 def _v(key, verdict, effect=None):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from mpiregress.ab import paired
 from mpiregress.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
 from mpiregress.errors import ERROR, OK, REGRESSION, InputError
+from mpiregress.series import SeriesKey
 
 FAST = paired.PairedConfig(draws=20_000)
 
@@ -40,7 +41,7 @@ def _records(rng, *, series=12, pairs=6, step=None, jitter=0.01, metric="latency
 
 
 def _by_placement(verdicts):
-    return {v.key[3]: v for v in verdicts}
+    return {v.key.placement: v for v in verdicts}
 
 
 def test_a_real_step_is_a_regression_and_the_rest_pass():
@@ -121,7 +122,7 @@ def test_records_without_a_side_are_refused():
 def test_no_a_falls_back_to_the_history_gate_and_says_so():
     rng = np.random.default_rng(10)
     records = [r for r in _records(rng, series=3) if not (r["placement"] == "p01" and r["ab_side"] == "A")]
-    key = ("local", "batch", "source", "p01", "latency")
+    key = SeriesKey("local", "batch", "source", "osu_latency", (("placement", "p01"), ("size", 8192)), "latency")
     history = {key: [[4.0, 4.01, 4.02]] * 12}
     by = _by_placement(paired.judge(records, FAST, history=history))
     v = by["p01"]

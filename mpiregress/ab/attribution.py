@@ -37,7 +37,7 @@ LinkFindings = Mapping[str, Sequence[Any]]                       # bad_nodes: [n
 class Observation:
     """One series of the run, as attribution sees it."""
 
-    key: SeriesId                       # (system, partition, method, <placement or benchmark, params>, metric)
+    key: SeriesId                       # (system, partition, method, benchmark, parameters, metric)
     verdict: str                        # the paired verdict, or the history gate's when there was no A
     nodes: tuple[str, ...]              # every node its samples ran on
     ab_effect: Optional[float] = None   # B vs A, relative, positive = worse; None without A
@@ -46,17 +46,18 @@ class Observation:
 
     @property
     def method(self) -> str:
-        return str(self.key[2])
+        return self.key.method
 
     @property
     def where(self) -> tuple[Any, ...]:
         """The series without its method: what other build methods measured alike."""
-        return (*self.key[:2], *self.key[3:])
+        return self.key.without()
 
     @property
     def placement(self) -> tuple[Any, ...]:
         """The series without method and metric: a placement (or parameter set) on a partition."""
-        return (*self.key[:2], *self.key[3:-1])
+        k = self.key
+        return (k.system, k.partition, k.benchmark, k.parameters)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..gate import Verdict
+from ..series import SeriesKey
 
 REPRODUCED = "regression"
 TRANSIENT = "transient"
@@ -26,10 +27,10 @@ TRANSIENT = "transient"
 class RemeasurePlan:
     """What the confirmation allocation runs."""
 
-    series: tuple[tuple[str, ...], ...]      # the gate's series keys to measure again
+    series: tuple[SeriesKey, ...]      # the gate's series keys to measure again
     exclude: tuple[str, ...]                 # nodes of the first run: the new allocation avoids them
     samples: int                             # k per series, as the first run took
-    first_nodes: Mapping[tuple[str, ...], tuple[str, ...]]
+    first_nodes: Mapping[SeriesKey, tuple[str, ...]]
 
     def slurm_options(self) -> list[str]:
         """sbatch/salloc options for the fresh allocation."""
@@ -41,7 +42,7 @@ class RemeasurePlan:
         return len(self.series) * self.samples
 
 
-def remeasure_plan(verdicts: Sequence[Verdict], first_nodes: Mapping[tuple[str, ...], Sequence[str]],
+def remeasure_plan(verdicts: Sequence[Verdict], first_nodes: Mapping[SeriesKey, Sequence[str]],
                    samples: int, partition_nodes: Optional[Sequence[str]] = None) -> RemeasurePlan:
     """The series the gate called regressions, to be measured again away from their first nodes.
 
@@ -51,7 +52,7 @@ def remeasure_plan(verdicts: Sequence[Verdict], first_nodes: Mapping[tuple[str, 
     cannot avoid them).
     """
     failing = [v.key for v in verdicts if v.verdict == "regression"]
-    nodes: dict[tuple[str, ...], tuple[str, ...]] = {key: tuple(first_nodes.get(key, ())) for key in failing}
+    nodes: dict[SeriesKey, tuple[str, ...]] = {key: tuple(first_nodes.get(key, ())) for key in failing}
     exclude = sorted({n for ns in nodes.values() for n in ns})
     if partition_nodes is not None:
         needed = max((len(set(ns)) for ns in nodes.values()), default=1)
@@ -64,7 +65,7 @@ def remeasure_plan(verdicts: Sequence[Verdict], first_nodes: Mapping[tuple[str, 
 class Confirmation:
     """What the second measurement says about one series."""
 
-    key: tuple[str, ...]
+    key: SeriesKey
     outcome: str          # regression (reproduced, gates) | transient (does not gate) | error
     sentence: str
 

@@ -95,12 +95,13 @@ import numpy as np
 from ..baselines import Reference
 from ..errors import ERROR, OK, REGRESSION, InputError
 from ..gate import GateConfig, Verdict, judge_values
-from ..names import METRICS
+from ..names import METRICS, PT2PT
+from ..series import SeriesKey, freeze
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
 
-SeriesId = tuple[Any, ...]
+SeriesId = SeriesKey
 
 
 @dataclass(frozen=True)
@@ -174,29 +175,22 @@ class PairedVerdict:
         return series_name(self.key)
 
 
-def series_key(record: Mapping[str, Any]) -> SeriesId:
-    """The series of a record: the point-to-point 5-tuple today, the open model when ``parameters`` is present."""
+def series_key(record: Mapping[str, Any]) -> SeriesKey:
+    """The series of a record (the open series model); a point-to-point record without ``parameters``
+    gets the seed study's (placement, size)."""
     if "parameters" in record:
-        params = tuple((str(k), v) for k, v in dict(record["parameters"]).items())
-        return (record["system"], record["partition"], record["method"], record["benchmark"], params,
-                record["metric"])
-    return (record["system"], record["partition"], record["method"], record["placement"], record["metric"])
+        params = freeze(dict(record["parameters"]))
+        benchmark = record["benchmark"]
+    else:
+        spec = PT2PT[record["metric"]]
+        params = freeze({"placement": record["placement"], "size": record.get("message_size") or spec.size})
+        benchmark = record.get("benchmark") or spec.benchmark
+    return SeriesKey(record["system"], record["partition"], record["method"], benchmark, params, record["metric"])
 
 
-def series_name(key: SeriesId) -> str:
-    """How a series is named in sentences: ``system/partition method ... metric``."""
-    middle = []
-    for part in key[2:-1]:
-        middle.append(" ".join(f"{k}={v}" for k, v in part) if isinstance(part, tuple) else str(part))
-    return f"{key[0]}/{key[1]} {' '.join(middle)} {key[-1]}"
-
-
-def _gate_key(key: SeriesId) -> tuple[str, str, str, str, str]:
-    """The history gate's 5-tuple for a series (parameters folded into the placement slot)."""
-    if len(key) == 5:
-        return key  # type: ignore[return-value]
-    params = " ".join(f"{k}={v}" for k, v in key[4])
-    return (key[0], key[1], key[2], f"{key[3]} {params}", key[5])
+def series_name(key: SeriesKey) -> str:
+    """How a series is named in sentences: ``system/partition method label metric``."""
+    return key.name()
 
 
 def _value(record: Mapping[str, Any]) -> Optional[float]:
@@ -230,8 +224,8 @@ def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]
             raise InputError(f"{series_name(key)} has two {side} results for pair {pair}")
         slot[pair] = record
     out: dict[SeriesId, SeriesPairs] = {}
-    for key, sides in sorted(by_series.items(), key=lambda kv: repr(kv[0])):
-        metric = key[-1]
+    for key, sides in sorted(by_series.items()):
+        metric = key.metric
         if metric not in METRICS:
             raise InputError(f"{series_name(key)} has metric {metric!r}, which is not one of {sorted(METRICS)}")
         any_record = next(iter({**sides["A"], **sides["B"]}.values()))
@@ -492,7 +486,7 @@ def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: fl
 def _fallback(s: SeriesPairs, history: Mapping[Any, Sequence[Sequence[float]]],
               baselines: Mapping[Any, Reference], gate_config: GateConfig) -> PairedVerdict:
     """No A for this series (new method or target): the history gate judges B, and the verdict says so."""
-    key = _gate_key(s.key)
+    key = s.key
     runs = [list(r) for r in history.get(key, [])]
     note = "no A build for this series (a new method or target), so B is judged by the history gate"
     gate = judge_values(key, s.b_only, runs, gate_config, baseline=baselines.get(key),

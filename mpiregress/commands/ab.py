@@ -53,7 +53,7 @@ def _history_inputs(records: list[dict[str, Any]], db: Optional[Path]) -> tuple[
     try:
         groups: dict[Any, dict[str, list[float]]] = {}
         for r in records:
-            if r.get("status") in ("pass", "fail") and r.get("value") is not None and "placement" in r:
+            if r.get("status") in ("pass", "fail") and r.get("value") is not None:
                 groups.setdefault(paired.series_key(r), {"A": [], "B": []})[r.get("ab_side", "B")].append(
                     float(r["value"]))
         for key, sides in groups.items():
@@ -62,7 +62,7 @@ def _history_inputs(records: list[dict[str, Any]], db: Optional[Path]) -> tuple[
             if len(points) < GateConfig().min_runs:
                 continue
             level = statistics.median(statistics.median(p.samples) for p in points[-GateConfig().last_runs:])
-            sign = -1 if METRICS[key[-1]].higher_is_better else 1
+            sign = -1 if METRICS[key.metric].higher_is_better else 1
             for side, out in (("A", a_vs), ("B", b_vs)):
                 if sides[side]:
                     out[key] = sign * (statistics.median(sides[side]) - level) / level
