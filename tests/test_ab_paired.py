@@ -223,3 +223,23 @@ def test_bandwidth_effect_reads_as_the_drop_of_b():
     v = _by_placement(paired.judge(records, FAST))["p0"]
     assert v.effect == pytest.approx(0.5, abs=1e-9)
     assert "50.0% worse" in v.reason
+
+
+def test_open_series_model_records_collectives_included():
+    """Records with benchmark + ordered parameters (any family) are paired the same way."""
+    rng = np.random.default_rng(14)
+    records = []
+    for algorithm in ("binomial", "pipeline", "knomial"):
+        for pair in range(6):
+            for side in "AB":
+                value = 12.0 * math.exp(abs(rng.standard_t(3)) * 0.005)
+                if side == "B" and algorithm == "pipeline":
+                    value *= 1.2
+                records.append({"system": "local", "partition": "batch", "method": "source",
+                                "benchmark": "osu_bcast", "metric": "latency", "value": value, "status": "pass",
+                                "parameters": {"nprocs": 8, "algorithm": algorithm, "size": 65536},
+                                "ab_side": side, "ab_pair": pair, "nodelist": ["n1", "n2"], "target": "t"})
+    verdicts = {v.key.param("algorithm"): v for v in paired.judge(records, FAST)}
+    assert verdicts["pipeline"].verdict == "regression"
+    assert verdicts["pipeline"].name() == "local/batch source osu_bcast nprocs=8 algorithm=pipeline size=65536 latency"
+    assert verdicts["binomial"].verdict == "pass"
