@@ -88,3 +88,25 @@ def matrix_results(rng: np.random.Generator, system: str, when: str, commit: str
                         nodelist=[f"{system}-{rng.integers(1, 100):03d}"], target="zen2" if system == "aion"
                         else partition, check=f"osu_{metric}_{placement}_{method}"))
     return results
+
+
+def ab_samples(rng: np.random.Generator, metric: str, base: float, run_sigma: float, jitter: float,
+               pairs: int, step: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """``pairs`` A and B executions of one series in ONE allocation: the run effect is shared.
+
+    A is the target branch's build, B the MR's, ``step`` > 0 makes B that much worse
+    (the hurting side). Each execution gets its own one-sided jitter, as a sample
+    of :func:`run_samples` does.
+    """
+    worse = METRICS[metric].higher_is_better
+    centre = base * np.exp(rng.normal(0.0, run_sigma))
+    tails = np.abs(rng.standard_t(3, size=(2, pairs))) * jitter
+    a, b = centre * (np.exp(-tails) if worse else np.exp(tails))
+    return a, b * (1 - step if worse else 1 + step)
+
+
+def matrix_series() -> list[tuple[str, str, str, str, str]]:
+    """The (system, partition, method, placement, metric) series of a full-matrix MR (80)."""
+    return [(system, partition, method, placement, metric)
+            for system in ("iris", "aion") for partition in PARTITIONS[system] for method in METHODS
+            for placement in SYSTEM_PLACEMENTS[system] for metric in ("latency", "bandwidth")]

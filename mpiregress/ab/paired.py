@@ -1,0 +1,514 @@
+"""The paired A/B verdict of a toolchain MR: effect, interval and a family-wise decision.
+
+Input: result records of one A/B allocation (see :mod:`.plan`), each tagged with
+``ab_side`` (A = target branch's build, B = the MR's build) and ``ab_pair``.
+
+The effect (and why log-ratios of pairs)
+----------------------------------------
+For pair ``j`` of a series, ``d_j = log(B_j / A_j)`` (``log(A_j / B_j)`` for a
+higher-is-better metric), so ``d > 0`` is always the hurting side. A and B of one
+pair ran minutes apart on the same nodes with the same binding, so the
+allocation's effect (node pair, the day's load; 1.5-3.5 % between runs, larger
+than the 5 % steps that matter once history is compared twice) is common to both
+and cancels in ``d``; what is left is the within-run jitter of two executions.
+Logs make the effect symmetric (a 5 % slowdown and its undoing cancel) and
+comparable across series of different units.
+
+The estimate is the Hodges-Lehmann estimate: the median of the Walsh averages
+``(d_i + d_j)/2, i <= j``. It is the centre of symmetry of the ``d`` (which a pair
+difference has whenever A and B are exchangeable), it is as efficient as the mean
+on normal jitter (95 %) and far better on OSU's heavy-tailed one-sided jitter,
+and one crazy pair moves it by at most one Walsh rank.
+
+The interval, and why not a per-series test
+-------------------------------------------
+An MR of the full matrix judges ~80 series at once, so the family-wise error of
+1 % leaves each series about 1 % / 80 = 1.25e-4 (Holm's first step). The budget
+is k = 5..6 pairs per series (cluster time at most twice one ordinary
+measurement of k = 5 samples). No per-series procedure can reach 1.25e-4 with
+so few pairs:
+
+* the exact Wilcoxon signed-rank test's smallest one-sided p-value is 2^-k
+  (1/32 for k = 5; 13 pairs are needed before 2^-k < 1.25e-4), and its
+  confidence interval for the HL estimate at 99.99 % does not exist below that;
+  at k = 5 the widest interval it offers, [min d, max d], covers only 93.75 %;
+* a per-series bootstrap of 5 values underestimates the spread (by (k-1)/k in
+  variance) and has at most C(9,5) = 126 distinct resamples: its 1.25e-4 tail
+  is not defined;
+* a max-statistic permutation test, flipping A/B of whole pairs jointly across
+  the series (valid under any dependence between series), has 2^k sign
+  patterns: its smallest p-value is 1/32 at k = 5, so 7 pairs are needed for a
+  1 % family at all.
+
+What the MR does have is many series measured the same way in the same
+allocation. The pair jitter of series in one **noise class** (same benchmark and
+metric, intra- or inter-node) has one distribution whatever B's shift is, so the
+*residuals* ``d_j - HL`` of all series of the class (scaled by sqrt(k/(k-1)) for
+the fitted centre) give that distribution with tens of degrees of freedom. The
+null distribution of HL for a series with k pairs is then drawn by Monte Carlo:
+k distinct residuals drawn from the pool (without replacement: one extreme
+residual drawn twice would break a 5-pair HL far more often than the jitter
+really does) with random signs (pair differences are
+symmetric under "B is A"), 50 000 draws, seeded so a verdict never changes on a
+rerun. From it:
+
+* p-value (hurting side) = P*(HL* >= HL observed); the improvement side mirrors it;
+* interval = [HL - q(1-g/2), HL - q(g/2)] with q the quantiles of HL* (a pivot
+  bootstrap that uses the class's jitter instead of five values), shown at 95 %.
+
+A series whose own residuals scatter more than k residuals of its class do in
+99.9 % of the Monte Carlo draws is not covered by the pooled jitter: it is
+``inconclusive`` (noisy) unless every one of its pairs is worse than the minimum
+effect. A class with fewer than ``min_pool`` residuals
+borrows the whole metric's residuals, widened to the class's own spread if that
+is larger (never narrower).
+
+The decision (Holm, and why not max-statistic)
+----------------------------------------------
+Holm's step-down over the hurting-side p-values of all paired series of the MR,
+at family-wise alpha = 1 %. Holm holds the family-wise error under any
+dependence between series (they share the allocation, so they are dependent),
+is uniformly better than Bonferroni, and needs nothing the max-statistic
+permutation needs (2^k >= 100 joint sign patterns, i.e. 7+ pairs). A series is a
+**regression** when Holm rejects "B is no worse than A" AND the estimate is worse
+than the metric's minimum effect (3 %): the test controls false alarms on
+unchanged builds, the minimum effect keeps a real but irrelevant 1 % change from
+failing an MR. (Requiring the interval's lower bound, rather than the estimate,
+to exceed 3 % would need ~25 pairs for a 5 % step; benchmarks/gate_detection.py
+prints that variant too.) **improvement**: the mirror, not gating. A series whose
+estimate is beyond the minimum effect but not significant is **inconclusive**.
+
+Verdicts: ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``error``;
+series with no A (a new method or target) are judged by the history gate
+(:func:`mpiregress.gate.judge_values`) and say so; their verdict keeps the gate's
+name. Only ``regression`` (exit 1) and ``error`` (exit 2) gate.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..baselines import Reference
+from ..errors import ERROR, OK, REGRESSION, InputError
+from ..gate import GateConfig, Verdict, judge_values
+from ..names import METRICS, PT2PT
+from ..series import SeriesKey, freeze
+
+PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
+GATING: frozenset[str] = frozenset({"regression", "error"})
+
+SeriesId = SeriesKey
+
+
+@dataclass(frozen=True)
+class PairedConfig:
+    """The paired decision's knobs, as data."""
+
+    alpha: float = 0.01                   # family-wise error over all series of the MR
+    min_effect: Mapping[str, float] = field(default_factory=lambda: {"latency": 0.03, "bandwidth": 0.03})
+    min_pairs: int = 4                    # fewer complete pairs than this: error, not a verdict
+    draws: int = 50_000                   # Monte Carlo draws of the null HL per (class, k): p down to 2e-5
+    seed: int = 13                        # fixed: the same data always gets the same verdict
+    interval: float = 0.95                # level of the interval shown
+    noisy_quantile: float = 0.999         # own residual spread beyond this quantile of the class's: too noisy
+    min_pool: int = 12                    # fewer residuals in a class: borrow the metric's pool
+
+
+@dataclass
+class SeriesPairs:
+    """The complete pairs of one series, and what was dropped."""
+
+    key: SeriesId
+    metric: str
+    unit: str
+    a: list[float] = field(default_factory=list)
+    b: list[float] = field(default_factory=list)
+    pairs: list[int] = field(default_factory=list)
+    nodes: list[list[str]] = field(default_factory=list)       # per kept pair (A and B ran on the same)
+    dropped: dict[int, str] = field(default_factory=dict)      # pair -> why
+    b_only: list[float] = field(default_factory=list)          # B samples when there is no A at all
+    b_only_nodes: list[list[str]] = field(default_factory=list)
+    target: str = ""
+
+    def log_ratios(self) -> np.ndarray:
+        """Hurting-side log-ratios, one per kept pair: > 0 means B is worse."""
+        ratio = np.log(np.asarray(self.b) / np.asarray(self.a))
+        return -ratio if METRICS[self.metric].higher_is_better else ratio
+
+    def noise_class(self) -> tuple[str, str]:
+        """(metric, intra-node | inter-node): series whose pairs share a jitter distribution."""
+        multi = any(len(set(n)) > 1 for n in self.nodes)
+        return (self.metric, "inter-node" if multi else "intra-node")
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """The verdict on one series of an A/B run (or its history fallback)."""
+
+    key: SeriesId
+    verdict: str
+    reason: str
+    basis: str = "paired"                 # paired | history | baseline | none
+    metric: str = ""
+    unit: str = ""
+    effect: Optional[float] = None        # relative, positive = B worse than A
+    low: Optional[float] = None           # interval on the relative effect
+    high: Optional[float] = None
+    p_value: Optional[float] = None       # hurting side, raw
+    p_adjusted: Optional[float] = None    # Holm-adjusted
+    pairs: int = 0
+    dropped: int = 0
+    a_value: Optional[float] = None       # median of A
+    b_value: Optional[float] = None       # median of B
+    nodes: tuple[str, ...] = ()
+    gate: Optional[Verdict] = None        # the history gate's verdict when there was no A
+
+    @property
+    def gates(self) -> bool:
+        return self.verdict in GATING
+
+    def name(self) -> str:
+        return series_name(self.key)
+
+
+def series_key(record: Mapping[str, Any]) -> SeriesKey:
+    """The series of a record (the open series model); a point-to-point record without ``parameters``
+    gets the seed study's (placement, size)."""
+    if "parameters" in record:
+        params = freeze(dict(record["parameters"]))
+        benchmark = record["benchmark"]
+    else:
+        spec = PT2PT[record["metric"]]
+        params = freeze({"placement": record["placement"], "size": record.get("message_size") or spec.size})
+        benchmark = record.get("benchmark") or spec.benchmark
+    return SeriesKey(record["system"], record["partition"], record["method"], benchmark, params, record["metric"])
+
+
+def series_name(key: SeriesKey) -> str:
+    """How a series is named in sentences: ``system/partition method label metric``."""
+    return key.name()
+
+
+def _value(record: Mapping[str, Any]) -> Optional[float]:
+    samples = record.get("samples") or []
+    if samples:
+        return float(statistics.median(samples))
+    value = record.get("value")
+    return None if value is None else float(value)
+
+
+def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]:
+    """Group A/B records into complete pairs per series; crashed pairs are dropped and counted.
+
+    Raises InputError (exit 2) for A and B of one series built for different
+    targets, or the two sides of one pair run on different nodes: their ratio
+    would not measure the MR's change.
+    """
+    by_series: dict[SeriesId, dict[str, dict[int, Mapping[str, Any]]]] = {}
+    unpaired: dict[SeriesId, list[Mapping[str, Any]]] = {}
+    for record in records:
+        key = series_key(record)
+        side = record.get("ab_side")
+        if side is None:
+            unpaired.setdefault(key, []).append(record)
+            continue
+        if side not in ("A", "B"):
+            raise InputError(f"result of {series_name(key)} has ab_side {side!r}, expected 'A' or 'B'")
+        pair = int(record["ab_pair"])
+        slot = by_series.setdefault(key, {"A": {}, "B": {}})[side]
+        if pair in slot:
+            raise InputError(f"{series_name(key)} has two {side} results for pair {pair}")
+        slot[pair] = record
+    out: dict[SeriesId, SeriesPairs] = {}
+    for key, sides in sorted(by_series.items()):
+        metric = key.metric
+        if metric not in METRICS:
+            raise InputError(f"{series_name(key)} has metric {metric!r}, which is not one of {sorted(METRICS)}")
+        any_record = next(iter({**sides["A"], **sides["B"]}.values()))
+        found = SeriesPairs(key=key, metric=metric, unit=any_record.get("unit") or METRICS[metric].unit)
+        targets = {side: {r.get("target", "") for r in sides[side].values()} for side in ("A", "B")}
+        if sides["A"] and targets["A"] != targets["B"] and sides["B"]:
+            raise InputError(f"A and B of {series_name(key)} were built for different targets "
+                             f"(A {', '.join(sorted(targets['A']))}, B {', '.join(sorted(targets['B']))})")
+        found.target = next(iter(targets["B"] or targets["A"]), "")
+        if not sides["A"]:
+            for pair in sorted(sides["B"]):
+                record = sides["B"][pair]
+                if record.get("status") in ("pass", "fail") and _value(record) is not None:
+                    found.b_only.append(_value(record))  # type: ignore[arg-type]
+                    found.b_only_nodes.append(list(record.get("nodelist") or []))
+            out[key] = found
+            continue
+        for pair in sorted(set(sides["A"]) | set(sides["B"])):
+            a, b = sides["A"].get(pair), sides["B"].get(pair)
+            why = _broken(a, b)
+            if why:
+                found.dropped[pair] = why
+                continue
+            assert a is not None and b is not None
+            nodes_a, nodes_b = list(a.get("nodelist") or []), list(b.get("nodelist") or [])
+            if sorted(nodes_a) != sorted(nodes_b):
+                raise InputError(f"A and B of {series_name(key)} pair {pair} ran on different nodes "
+                                 f"({','.join(nodes_a) or '?'} vs {','.join(nodes_b) or '?'}), so their ratio "
+                                 f"is not the MR's change")
+            found.a.append(_value(a))  # type: ignore[arg-type]
+            found.b.append(_value(b))  # type: ignore[arg-type]
+            found.pairs.append(pair)
+            found.nodes.append(nodes_a)
+        out[key] = found
+    for key in unpaired:
+        if key not in out:
+            raise InputError(f"results of {series_name(key)} carry no A/B side (ab_side), so they are not "
+                             f"from an A/B run")
+    return out
+
+
+def _broken(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> str:
+    """Why a pair cannot be used (one sentence), or '' when both sides measured."""
+    for side, record in (("A", a), ("B", b)):
+        if record is None:
+            return f"no {side} result"
+        if record.get("status") not in ("pass", "fail"):
+            return f"{side} {record.get('status', 'error')}: {record.get('reason') or 'no reason given'}"
+        value = _value(record)
+        if value is None or not value > 0 or not math.isfinite(value):
+            return f"{side} measured no usable value ({value})"
+    return ""
+
+
+def hodges_lehmann(d: Sequence[float] | np.ndarray) -> float:
+    """Median of the Walsh averages (d_i + d_j)/2, i <= j."""
+    x = np.asarray(d, dtype=float)
+    i, j = np.triu_indices(len(x))
+    return float(np.median((x[i] + x[j]) / 2))
+
+
+def _row_median(x: np.ndarray) -> np.ndarray:
+    """Median of each row (a full sort is faster than np.median's partition on short rows)."""
+    ordered = np.sort(x, axis=1)
+    n = x.shape[1]
+    return (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
+
+
+def _hl_rows(x: np.ndarray) -> np.ndarray:
+    i, j = np.triu_indices(x.shape[1])
+    return _row_median((x[:, i] + x[:, j]) / 2)
+
+
+def residuals(d: np.ndarray) -> np.ndarray:
+    """Jitter left after the series' own centre, scaled for the one fitted degree of freedom."""
+    n = len(d)
+    return (d - hodges_lehmann(d)) * math.sqrt(n / (n - 1))
+
+
+def robust_scale(values: np.ndarray) -> float:
+    return float(1.4826 * np.median(np.abs(values - np.median(values)))) if len(values) else 0.0
+
+
+def _distinct_indices(rng: np.random.Generator, population: int, k: int, draws: int) -> np.ndarray:
+    """``draws`` rows of ``k`` distinct indices into a population (sampling without replacement).
+
+    Distinct, because each residual is one observed pair: drawing a single extreme
+    residual twice would give it a weight of (1/N)^2 that the jitter's true tail does
+    not have, and two equal outliers are enough to move an HL estimate of 5 pairs.
+    """
+    k = min(k, population)
+    rows = rng.integers(0, population, size=(draws, k))
+    while True:
+        ordered = np.sort(rows, axis=1)
+        clash = np.any(ordered[:, 1:] == ordered[:, :-1], axis=1) if k > 1 else np.zeros(draws, bool)
+        if not clash.any():
+            return rows
+        rows[clash] = rng.integers(0, population, size=(int(clash.sum()), k))
+
+
+@dataclass(frozen=True)
+class NullModel:
+    """What "B is A" looks like for a series of k pairs in one noise class."""
+
+    hl: np.ndarray           # sorted HL estimates of k sign-flipped pool residuals
+    noisy_scale: float       # own residual spread exceeded by chance in only 1 - noisy_quantile of draws
+
+
+def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> NullModel:
+    """HL (and residual spread) of ``pairs`` residuals drawn from ``pool`` with random signs."""
+    rng = np.random.default_rng([config.seed, pairs, len(pool)])
+    draws = pool[_distinct_indices(rng, len(pool), pairs, config.draws)]
+    draws = draws * rng.choice((-1.0, 1.0), size=draws.shape)
+    hl = _hl_rows(draws)
+    spread = (draws - hl[:, None]) * math.sqrt(pairs / (pairs - 1)) if pairs > 1 else draws * 0
+    scales = 1.4826 * _row_median(np.abs(spread - _row_median(spread)[:, None]))
+    return NullModel(hl=np.sort(hl), noisy_scale=_sorted_quantile(np.sort(scales), config.noisy_quantile))
+
+
+def _sorted_quantile(ordered: np.ndarray, q: float) -> float:
+    """Quantile of an already sorted array (linear interpolation, as np.quantile's default)."""
+    position = q * (len(ordered) - 1)
+    below = int(math.floor(position))
+    above = min(below + 1, len(ordered) - 1)
+    return float(ordered[below] + (ordered[above] - ordered[below]) * (position - below))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (same order as given): reject where adjusted <= alpha."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _relative(metric: str, log_effect: float) -> float:
+    """Hurting-side log-ratio -> relative change of B against A, positive = worse.
+
+    Latency: B = A (1 + effect); bandwidth: B = A (1 - effect), so "5 % worse" means
+    5 % slower or 5 % less bandwidth, as the history gate reports it.
+    """
+    return -math.expm1(-log_effect) if METRICS[metric].higher_is_better else math.expm1(log_effect)
+
+
+def _log_threshold(metric: str, effect: float) -> float:
+    """The hurting-side log-ratio of a relative effect (inverse of :func:`_relative`)."""
+    return -math.log1p(-effect) if METRICS[metric].higher_is_better else math.log1p(effect)
+
+
+def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = PairedConfig(),
+                history: Optional[Mapping[Any, Sequence[Sequence[float]]]] = None,
+                baselines: Optional[Mapping[Any, Reference]] = None,
+                gate_config: GateConfig = GateConfig()) -> list[PairedVerdict]:
+    """A verdict for every series of an A/B run.
+
+    ``history`` (gate key -> accepted runs' samples) and ``baselines`` (gate key ->
+    Reference) are used only for series with no A, through the history gate.
+    """
+    verdicts: dict[SeriesId, PairedVerdict] = {}
+    testable: list[SeriesPairs] = []
+    for key, s in found.items():
+        if not s.a:
+            if s.b_only or not s.dropped:
+                verdicts[key] = _fallback(s, history or {}, baselines or {}, gate_config)
+                continue
+        if len(s.a) < config.min_pairs:
+            why = "; ".join(f"pair {p}: {r}" for p, r in sorted(s.dropped.items())[:3])
+            verdicts[key] = PairedVerdict(
+                key=key, verdict="error", metric=s.metric, unit=s.unit, pairs=len(s.a), dropped=len(s.dropped),
+                reason=f"only {len(s.a)} complete A/B pair(s) of {len(s.a) + len(s.dropped)}, at least "
+                       f"{config.min_pairs} are needed to judge ({len(s.dropped)} dropped: {why})")
+            continue
+        testable.append(s)
+    pools = _pools(testable, config)
+    stats: list[tuple[SeriesPairs, float, float, float, float, float, bool]] = []
+    nulls: dict[tuple[tuple[str, str], int], NullModel] = {}
+    for s in testable:
+        d = s.log_ratios()
+        est = hodges_lehmann(d)
+        pool = pools[s.noise_class()]
+        model = nulls.get((s.noise_class(), len(d)))
+        if model is None:
+            model = nulls[(s.noise_class(), len(d))] = null_distribution(pool, len(d), config)
+        null, draws = model.hl, len(model.hl)
+        p_up = (1 + draws - np.searchsorted(null, est, side="left")) / (draws + 1)
+        p_down = (1 + np.searchsorted(null, est, side="right")) / (draws + 1)
+        g = (1 - config.interval) / 2
+        low = est - _sorted_quantile(null, 1 - g)
+        high = est - _sorted_quantile(null, g)
+        noisy = robust_scale(residuals(d)) > model.noisy_scale
+        stats.append((s, est, float(p_up), float(p_down), low, high, noisy))
+    adjusted_up = holm([t[2] for t in stats])
+    adjusted_down = holm([t[3] for t in stats])
+    for (found_pairs, estimate, p_hurt, _p_good, lower, upper, too_noisy), adj_up, adj_down in zip(
+            stats, adjusted_up, adjusted_down, strict=True):
+        verdicts[found_pairs.key] = _decide(found_pairs, estimate, p_hurt, adj_up, adj_down, lower, upper,
+                                            too_noisy, config)
+    return [verdicts[k] for k in found]
+
+
+def _pools(testable: Sequence[SeriesPairs], config: PairedConfig) -> dict[tuple[str, str], np.ndarray]:
+    """Residual pool per noise class; thin classes borrow their metric's pool, never narrowed."""
+    by_class: dict[tuple[str, str], list[np.ndarray]] = {}
+    for s in testable:
+        by_class.setdefault(s.noise_class(), []).append(residuals(s.log_ratios()))
+    pools = {c: np.concatenate(parts) for c, parts in by_class.items()}
+    out = {}
+    for c, pool in pools.items():
+        if len(pool) >= config.min_pool:
+            out[c] = pool
+            continue
+        metric_pool = np.concatenate([p for (m, _), p in pools.items() if m == c[0]])
+        widen = max(1.0, robust_scale(pool) / robust_scale(metric_pool)) if robust_scale(metric_pool) else 1.0
+        out[c] = metric_pool * widen
+    return out
+
+
+def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: float, low: float, high: float,
+            noisy: bool, config: PairedConfig) -> PairedVerdict:
+    effect, lo, hi = (_relative(s.metric, x) for x in (est, low, high))
+    delta = config.min_effect.get(s.metric, 0.03)
+    d = s.log_ratios()
+    nodes = tuple(sorted({n for ns in s.nodes for n in ns}))
+    common: dict[str, Any] = dict(key=s.key, metric=s.metric, unit=s.unit, effect=effect, low=lo, high=hi, p_value=p_up,
+                  p_adjusted=adj_up, pairs=len(d), dropped=len(s.dropped), a_value=float(np.median(s.a)),
+                  b_value=float(np.median(s.b)), nodes=nodes)
+    side = "worse" if effect > 0 else "better"
+    summary = (f"B (the MR) is {abs(effect):.1%} {side} than A (the target branch) on the same nodes "
+               f"({', '.join(nodes) or 'nodes not recorded'}), {config.interval:.0%} interval "
+               f"{lo:+.1%} to {hi:+.1%}, {len(d)} pairs")
+    if s.dropped:
+        summary += f" ({len(s.dropped)} dropped: " + "; ".join(
+            f"pair {p} {r}" for p, r in sorted(s.dropped.items())[:3]) + ")"
+    significant = adj_up <= config.alpha
+    every_pair_worse = bool(np.all(d > _log_threshold(s.metric, delta)))
+    if effect > delta and significant and (not noisy or every_pair_worse):
+        return PairedVerdict(verdict="regression", reason=f"{summary}: worse than the {delta:.0%} minimum effect "
+                             f"at {config.alpha:.0%} family-wise error (Holm p {adj_up:.2g})", **common)
+    if noisy and not every_pair_worse:
+        return PairedVerdict(verdict="inconclusive", reason=f"{summary}: its pairs scatter more than "
+                             f"the other series of its class do in {config.noisy_quantile:.1%} of draws, too noisy "
+                             f"to judge", **common)
+    if effect > delta:
+        return PairedVerdict(verdict="inconclusive", reason=f"{summary}: beyond the {delta:.0%} minimum effect "
+                             f"but not significant at {config.alpha:.0%} family-wise (Holm p {adj_up:.2g})",
+                             **common)
+    if effect < -delta and adj_down <= config.alpha:
+        return PairedVerdict(verdict="improvement", reason=f"{summary}: better beyond the {delta:.0%} minimum "
+                             f"effect (not a failure)", **common)
+    return PairedVerdict(verdict="pass", reason=f"{summary}: within the {delta:.0%} minimum effect or not "
+                         f"significant", **common)
+
+
+def _fallback(s: SeriesPairs, history: Mapping[Any, Sequence[Sequence[float]]],
+              baselines: Mapping[Any, Reference], gate_config: GateConfig) -> PairedVerdict:
+    """No A for this series (new method or target): the history gate judges B, and the verdict says so."""
+    key = s.key
+    runs = [list(r) for r in history.get(key, [])]
+    note = "no A build for this series (a new method or target), so B is judged by the history gate"
+    gate = judge_values(key, s.b_only, runs, gate_config, baseline=baselines.get(key),
+                        fallback_note=note + f" but history has {len(runs)} accepted run(s)", unit=s.unit)
+    reason = gate.reason if gate.reason.startswith(note) else f"{note}: {gate.reason}"
+    nodes = tuple(sorted({n for ns in s.b_only_nodes for n in ns}))
+    return PairedVerdict(key=s.key, verdict=gate.verdict, reason=reason, basis=gate.basis, metric=s.metric,
+                         unit=s.unit, effect=gate.effect, b_value=gate.value, pairs=0, dropped=len(s.dropped),
+                         nodes=nodes, gate=gate)
+
+
+def judge(records: Iterable[Mapping[str, Any]], config: PairedConfig = PairedConfig(),
+          history: Optional[Mapping[Any, Sequence[Sequence[float]]]] = None,
+          baselines: Optional[Mapping[Any, Reference]] = None) -> list[PairedVerdict]:
+    """Records of an A/B run -> one verdict per series (InputError on mismatched A/B)."""
+    return judge_pairs(collect(records), config, history, baselines)
+
+
+def exit_code(verdicts: Sequence[PairedVerdict]) -> int:
+    """2 if any series is in error, else 1 on a regression, else 0."""
+    if any(v.verdict == "error" for v in verdicts):
+        return ERROR
+    if any(v.verdict == "regression" for v in verdicts):
+        return REGRESSION
+    return OK

@@ -1,0 +1,245 @@
+"""The paired A/B verdict: effect, interval, Holm, bad inputs, history fallback."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mpiregress.ab import paired
+from mpiregress.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
+from mpiregress.errors import ERROR, OK, REGRESSION, InputError
+from mpiregress.series import SeriesKey
+
+FAST = paired.PairedConfig(draws=20_000)
+
+
+def _records(rng, *, series=12, pairs=6, step=None, jitter=0.01, metric="latency", crash=None, nodes=None,
+             target_b="x86_64_v4"):
+    """An A/B run: ``series`` placements-like series; ``step`` maps series index -> B worse by that much."""
+    step = step or {}
+    out = []
+    for index in range(series):
+        run = math.exp(rng.normal(0, 0.03))  # the allocation's effect: shared by A and B
+        for pair in range(pairs):
+            for side in "AB":
+                jit = abs(rng.standard_t(3)) * jitter
+                worse = math.exp(jit) if metric == "latency" else math.exp(-jit)
+                value = 4.0 * run * worse
+                if side == "B" and index in step:
+                    value *= (1 + step[index]) if metric == "latency" else (1 - step[index])
+                record = dict(system="local", partition="batch", method="source", placement=f"p{index:02d}",
+                              metric=metric, unit="us", value=value, status="pass", ab_side=side, ab_pair=pair,
+                              nodelist=list(nodes or ["node1", "node2"]),
+                              target=target_b if side == "B" else "x86_64_v4")
+                if crash and (index, pair, side) in crash:
+                    record.update(status="error", value=None, reason="rank 1 killed by signal 9")
+                out.append(record)
+    return out
+
+
+def _by_placement(verdicts):
+    return {v.key.placement: v for v in verdicts}
+
+
+def test_a_real_step_is_a_regression_and_the_rest_pass():
+    rng = np.random.default_rng(1)
+    verdicts = _by_placement(paired.judge(_records(rng, step={3: 0.08}), FAST))
+    assert verdicts["p03"].verdict == "regression"
+    assert 0.05 < verdicts["p03"].effect < 0.11
+    assert verdicts["p03"].low < verdicts["p03"].effect < verdicts["p03"].high
+    assert "Holm" in verdicts["p03"].reason and "same nodes" in verdicts["p03"].reason
+    others = [v.verdict for k, v in verdicts.items() if k != "p03"]
+    assert set(others) <= {"pass", "inconclusive"} and others.count("pass") >= 10
+    assert paired.exit_code(list(verdicts.values())) == REGRESSION
+
+
+def test_bandwidth_down_is_the_hurting_side():
+    rng = np.random.default_rng(2)
+    verdicts = _by_placement(paired.judge(_records(rng, step={0: 0.08}, metric="bandwidth"), FAST))
+    assert verdicts["p00"].verdict == "regression" and verdicts["p00"].effect > 0.05
+
+
+def test_an_improvement_does_not_gate():
+    rng = np.random.default_rng(3)
+    verdicts = _by_placement(paired.judge(_records(rng, step={0: -0.10}), FAST))
+    assert verdicts["p00"].verdict == "improvement"
+    assert paired.exit_code(list(verdicts.values())) == OK
+
+
+def test_a_significant_effect_below_the_minimum_effect_passes():
+    rng = np.random.default_rng(4)
+    verdicts = _by_placement(paired.judge(_records(rng, step={0: 0.015}, jitter=0.001), FAST))
+    v = verdicts["p00"]
+    assert v.p_adjusted is not None and v.p_adjusted <= 0.01      # real ...
+    assert v.verdict == "pass" and 0.01 < v.effect < 0.02           # ... but below 3 %: not worth failing an MR
+
+
+def test_a_crashed_side_drops_its_pair_and_keeps_the_rest():
+    rng = np.random.default_rng(5)
+    records = _records(rng, step={0: 0.08}, crash={(0, 2, "B")})
+    v = _by_placement(paired.judge(records, FAST))["p00"]
+    assert v.pairs == 5 and v.dropped == 1
+    assert v.verdict == "regression" and "pair 2 B error: rank 1 killed by signal 9" in v.reason
+
+
+def test_too_few_complete_pairs_is_one_sentence_error():
+    rng = np.random.default_rng(6)
+    crash = {(0, p, "A") for p in range(4)}
+    verdicts = paired.judge(_records(rng, crash=crash), FAST)
+    v = _by_placement(verdicts)["p00"]
+    assert v.verdict == "error" and v.reason.startswith("only 2 complete A/B pair(s) of 6")
+    assert "signal 9" in v.reason and v.reason.count(".") <= 2
+    assert paired.exit_code(verdicts) == ERROR
+
+
+def test_mismatched_targets_are_refused():
+    rng = np.random.default_rng(7)
+    with pytest.raises(InputError, match="different targets") as info:
+        paired.judge(_records(rng, series=2, target_b="zen2"), FAST)
+    assert info.value.exit_code == ERROR
+
+
+def test_a_pair_on_different_nodes_is_refused():
+    rng = np.random.default_rng(8)
+    records = _records(rng, series=2)
+    records[1]["nodelist"] = ["node3", "node2"]     # B of pair 0 moved to another node
+    with pytest.raises(InputError, match="pair 0 ran on different nodes"):
+        paired.judge(records, FAST)
+
+
+def test_records_without_a_side_are_refused():
+    rng = np.random.default_rng(9)
+    records = _records(rng, series=1)
+    for r in records:
+        r.pop("ab_side")
+    with pytest.raises(InputError, match="carry no A/B side"):
+        paired.judge(records, FAST)
+
+
+def test_no_a_falls_back_to_the_history_gate_and_says_so():
+    rng = np.random.default_rng(10)
+    records = [r for r in _records(rng, series=3) if not (r["placement"] == "p01" and r["ab_side"] == "A")]
+    key = SeriesKey("local", "batch", "source", "osu_latency", (("placement", "p01"), ("size", 8192)), "latency")
+    history = {key: [[4.0, 4.01, 4.02]] * 12}
+    by = _by_placement(paired.judge(records, FAST, history=history))
+    v = by["p01"]
+    assert v.basis == "history" and v.gate is not None
+    assert v.reason.startswith("no A build for this series")
+    assert by["p00"].basis == "paired"
+    # Same B, history 20 % faster: the gate's regression comes through.
+    slow = {key: [[3.3, 3.31, 3.32]] * 12}
+    assert _by_placement(paired.judge(records, FAST, history=slow))["p01"].verdict == "regression"
+
+
+def test_no_a_and_no_history_is_an_error_not_a_pass():
+    rng = np.random.default_rng(11)
+    records = [r for r in _records(rng, series=2) if not (r["placement"] == "p00" and r["ab_side"] == "A")]
+    v = _by_placement(paired.judge(records, FAST))["p00"]
+    assert v.verdict == "error" and "no A build" in v.reason
+
+
+def test_holm_matches_the_textbook_example():
+    adjusted = paired.holm([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_verdicts_are_reproducible():
+    records = _records(np.random.default_rng(12), step={1: 0.05})
+    first = [(v.verdict, v.p_value, v.low) for v in paired.judge(records, FAST)]
+    second = [(v.verdict, v.p_value, v.low) for v in paired.judge(records, FAST)]
+    assert first == second
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-0.2, 0.2), min_size=2, max_size=12), st.floats(-0.1, 0.1))
+def test_hodges_lehmann_is_shift_equivariant_and_bounded(d, shift):
+    hl = paired.hodges_lehmann(d)
+    assert min(d) - 1e-12 <= hl <= max(d) + 1e-12
+    assert paired.hodges_lehmann([x + shift for x in d]) == pytest.approx(hl + shift, abs=1e-12)
+    assert paired.hodges_lehmann([-x for x in d]) == pytest.approx(-hl, abs=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=30))
+def test_holm_adjusted_values_are_monotone_and_dominate(p):
+    adjusted = paired.holm(p)
+    assert all(a >= x - 1e-15 and a <= 1.0 for a, x in zip(adjusted, p))
+    ranked = sorted(range(len(p)), key=lambda i: p[i])
+    assert all(adjusted[ranked[i]] <= adjusted[ranked[i + 1]] + 1e-15 for i in range(len(p) - 1))
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.floats(0.9, 1.1), st.integers(0, 2**16))
+def test_a_common_factor_on_both_sides_changes_nothing(factor, seed):
+    """The allocation's effect multiplies A and B alike: the verdict must not see it."""
+    records = _records(np.random.default_rng(seed), series=4, pairs=5, step={0: 0.1})
+    scaled = [dict(r, value=r["value"] * factor) if r["value"] else r for r in records]
+    first = [(v.verdict, round(v.effect, 9)) for v in paired.judge(records, FAST)]
+    second = [(v.verdict, round(v.effect, 9)) for v in paired.judge(scaled, FAST)]
+    assert first == second
+
+
+def test_interleaved_order_is_balanced():
+    order = interleaved_order(4)
+    assert "".join(s.side for s in order) == "ABBAABBA"
+    assert [s.pair for s in order] == [0, 0, 1, 1, 2, 2, 3, 3]
+    for side in "AB":   # the same mean position: a linear drift hits both sides alike
+        assert sum(s.position for s in order if s.side == side) == sum(range(8)) / 2
+    with pytest.raises(InputError):
+        interleaved_order(0)
+
+
+def test_plan_refuses_mismatched_builds_and_tags_samples():
+    a = Side(manifest="main/source.json", method="source", target="x86_64_v4", toolchain="2023b")
+    b = Side(manifest="mr/source.json", method="source", target="x86_64_v4", toolchain="2023b")
+    run = plan_run(a, b, 6, ["node1", "node2"])
+    assert run.steps == 12 and len(run.order) == 12
+    record = sample_record({"metric": "latency", "value": 3.0}, run.order[1], run)
+    assert record["ab_side"] == "B" and record["ab_pair"] == 0 and record["ab_manifest"] == "mr/source.json"
+    assert record["nodelist"] == ["node1", "node2"]
+    with pytest.raises(InputError, match="different targets"):
+        check_comparable(a, Side(manifest="mr/x.json", method="source", target="zen2", toolchain="2023b"))
+    with pytest.raises(InputError, match="different build methods"):
+        check_comparable(a, Side(manifest="mr/x.json", method="spack", target="x86_64_v4", toolchain="2023b"))
+    with pytest.raises(InputError, match="node list"):
+        plan_run(a, b, 6, [])
+
+
+def test_bandwidth_effect_reads_as_the_drop_of_b():
+    """B at half A's bandwidth is 50 % worse (not +100 %), as the history gate says it."""
+    records = []
+    for index in range(3):
+        for pair in range(6):
+            for side in "AB":
+                value = 1000.0 * (1 + 0.001 * ((pair * 7 + index) % 5))
+                if side == "B" and index == 0:
+                    value /= 2
+                records.append({"system": "s", "partition": "p", "method": "source", "placement": f"p{index}",
+                                "metric": "bandwidth", "value": value, "status": "pass", "ab_side": side,
+                                "ab_pair": pair, "nodelist": ["n1"], "target": "t"})
+    v = _by_placement(paired.judge(records, FAST))["p0"]
+    assert v.effect == pytest.approx(0.5, abs=1e-9)
+    assert "50.0% worse" in v.reason
+
+
+def test_open_series_model_records_collectives_included():
+    """Records with benchmark + ordered parameters (any family) are paired the same way."""
+    rng = np.random.default_rng(14)
+    records = []
+    for algorithm in ("binomial", "pipeline", "knomial"):
+        for pair in range(6):
+            for side in "AB":
+                value = 12.0 * math.exp(abs(rng.standard_t(3)) * 0.005)
+                if side == "B" and algorithm == "pipeline":
+                    value *= 1.2
+                records.append({"system": "local", "partition": "batch", "method": "source",
+                                "benchmark": "osu_bcast", "metric": "latency", "value": value, "status": "pass",
+                                "parameters": {"nprocs": 8, "algorithm": algorithm, "size": 65536},
+                                "ab_side": side, "ab_pair": pair, "nodelist": ["n1", "n2"], "target": "t"})
+    verdicts = {v.key.param("algorithm"): v for v in paired.judge(records, FAST)}
+    assert verdicts["pipeline"].verdict == "regression"
+    assert verdicts["pipeline"].name() == "local/batch source osu_bcast nprocs=8 algorithm=pipeline size=65536 latency"
+    assert verdicts["binomial"].verdict == "pass"
