@@ -289,6 +289,15 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
                 baseline = book.lookup(key)
             elif note:
                 note += f"; the baselines file is toolchain {book.toolchain!r}"
+        if baseline is None and len(runs) < config.min_runs and all(r.conditions.get("baseline") == "none"
+                                                                   for r in group):
+            # Measured on purpose without a baseline (the weekly collective sweep): recorded in the
+            # history until it has enough accepted runs to judge, never an error meanwhile.
+            verdicts.append(Verdict(verdict="skip", value=statistics.median(samples) if samples else None,
+                                    samples=len(samples), history_runs=len(runs),
+                                    reason=f"recorded, not judged yet: no baseline and {len(runs)} accepted "
+                                           f"run(s) of history, fewer than {config.min_runs}", **common))
+            continue
         verdicts.append(judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,
                                      fallback_note=note, unit=common["unit"], toolchain=toolchain))
     return verdicts

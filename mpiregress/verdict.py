@@ -27,6 +27,8 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
             continue
         ref = refs.lookup(r.key()) if refs else None
         if ref is None:
+            # Recorded, not judged: later judges (the history gate) see why there is no band.
+            r.conditions["baseline"] = "none"
             if not allow_missing:
                 r.status = "error"
                 where = refs.path if refs else "baselines"

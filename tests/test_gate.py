@@ -22,9 +22,9 @@ QUIET = [[2.00 + 0.02 * ((i * 7) % 5 - 2) / 2, 2.01, 2.02] for i in range(10)]
 
 
 def result(samples, metric="latency", toolchain="2023b", status="pass", reason="", week=20, method="source",
-           placement="same_numa") -> Result:
+           placement="same_numa", conditions=None) -> Result:
     return pt2pt("iris", "skylake", method, placement, metric, samples[0] if samples else None, status=status,
-                 reason=reason, samples=list(samples),
+                 reason=reason, samples=list(samples), conditions=dict(conditions or {}),
                   toolchain=toolchain, time=f"2025-{1 + week // 4:02d}-{1 + (week % 4) * 7:02d}T00:00:00+00:00",
                   commit=f"c{week}", pipeline=f"p{week}")
 
@@ -208,3 +208,11 @@ def test_compare_refuses_a_baseline_without_provenance_with_a_sentence(tmp_path,
     assert code == ERROR
     err = capsys.readouterr().err
     assert "without provenance is not accepted" in err and "iris.yaml" in err
+
+
+def test_a_series_measured_without_a_baseline_on_purpose_is_recorded_until_history_can_judge_it():
+    unjudged = result([2.0, 2.1, 2.0], conditions={"baseline": "none"})
+    (v,) = gate.judge([unjudged], None, {})
+    assert v.verdict == "skip" and v.reason.startswith("recorded, not judged yet: no baseline")
+    (plain,) = gate.judge([result([2.0, 2.1, 2.0])], None, {})
+    assert plain.verdict == "error"            # an ordinary series without any reference is still an error

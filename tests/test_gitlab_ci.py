@@ -51,6 +51,9 @@ CLUSTER_BENCH = (
        "report:iris", "report:aion"}
 )
 CLUSTER_HISTORY = {"history:iris", "history:aion"}
+CLUSTER_PARTITIONS = ("iris:broadwell", "iris:skylake", "aion:batch")
+# The weekly schedule's own jobs on the clusters: collective sweep, link matrix, OS noise per partition.
+CLUSTER_WEEKLY = {f"{job}:{p}" for job in ("sweep", "links", "noise") for p in CLUSTER_PARTITIONS}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -189,8 +192,9 @@ def real_jobs(pipeline: dict) -> dict[str, dict]:
 def test_cluster_jobs_are_gated_against_forks_and_unselected_systems(expanded):
     jobs = real_jobs(expanded)
     cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
-    # 3 build matrices, 3 runs, and compare, report, history for each cluster.
-    assert len(cluster) == 12, sorted(cluster)
+    # 3 build matrices, 3 runs, and compare, report, history for each cluster; per partition the
+    # weekly sweep, link matrix and noise jobs and the after-maintenance node-list link test.
+    assert len(cluster) == 12 + 4 * 3, sorted(cluster)
     for name, job in cluster.items():
         rules = job["rules"]
         system = job["variables"]["MPIREGRESS_SYSTEM"]
@@ -331,7 +335,15 @@ def test_schedule_on_the_local_machine_runs_only_the_local_matrix(gitlab_ci_loca
 def test_schedule_runs_the_full_matrix_on_both_clusters(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path)
     jobs = job_list(gitlab_ci_local, repo, {"CI_PIPELINE_SOURCE": "schedule"})
-    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_HISTORY
+    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_HISTORY | CLUSTER_WEEKLY
+
+
+def test_an_admin_tests_a_node_list_after_maintenance_from_the_pipeline_page(gitlab_ci_local, tmp_path):
+    repo = make_repo(tmp_path)
+    web = {"CI_PIPELINE_SOURCE": "web", "MPIREGRESS_SYSTEMS": "aion"}
+    assert "links:aion:batch:nodes" not in job_list(gitlab_ci_local, repo, web)
+    jobs = job_list(gitlab_ci_local, repo, {**web, "LINKTEST_NODELIST": "aion-[0001-0064]"})
+    assert "links:aion:batch:nodes" in jobs and not jobs & CLUSTER_WEEKLY
 
 
 def test_web_run_benchmarks_the_system_picked_in_the_form(gitlab_ci_local, tmp_path):
@@ -376,8 +388,9 @@ def local_pipeline_vars(local_cluster, tmp_path_factory) -> Iterator[dict[str, s
         "MPIREGRESS_LOCAL_STATE_DIR": str(state),
         "MPIREGRESS_HISTORY_DB": str(tmp_path_factory.mktemp("history") / "history.sqlite"),
         # Lean: fewer measured iterations than the design's 1000, same code path; three
-        # samples per series, as the history gate needs.
-        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3",
+        # samples per series, as the history gate needs. Point-to-point only: these runs test the
+        # pipeline's wiring; the collectives' path has its own end-to-end tests (test_coll_e2e.py).
+        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt",
     }
     venv = REPO / ".venv"
     if (venv / "bin" / "python").exists():
@@ -407,7 +420,7 @@ def artifact(repo: Path, job: str, pattern: str) -> list[Path]:
 # PMIx occasionally misbehave (a teardown hang, SchedMD 16817; a rare rank crash). The toolchain-MR
 # run above covers cross_node through the pipeline; the other runs test the pipeline's wiring and
 # measure same_numa only, so a rare defect of that path cannot decide them.
-ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --placements same_numa"}
+ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --placements same_numa"}
 
 
 def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
@@ -424,7 +437,8 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
     results = artifact(repo, "run:local:batch", "reports/local-batch/results.json")
     assert results, tail(done)
     measured = [r for r in json.loads(results[0].read_text()) if r["status"] == "pass"]
-    assert {(r["placement"], r["metric"]) for r in measured} >= {("same_numa", "latency"), ("cross_node", "latency")}
+    assert {(r["parameters"].get("placement"), r["metric"]) for r in measured} >= {
+        ("same_numa", "latency"), ("cross_node", "latency")}
     for name in ("reframe-report.json", "junit.xml", "summary.md"):
         assert artifact(repo, "run:local:batch", f"reports/local-batch/{name}"), name
     assert artifact(repo, "build:local:batch: [source]", "var/manifests/source-*.json")
