@@ -36,6 +36,14 @@ def open_existing(path: Optional[Path]) -> Optional[History]:
     return open_history(path) if path.exists() else None
 
 
+def _stacks() -> dict[str, str]:
+    """How each build's recorded MPI stack differs from the toolchain's (none when there are no manifests)."""
+    from .. import consistency, manifest, toolchain
+
+    return consistency.stack_differences(manifest.find_all(paths.manifest_dir()),
+                                         toolchain.load(toolchain.default_path()))
+
+
 def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportData:
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
@@ -44,7 +52,7 @@ def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportDa
     try:
         data = report.build(results, history, books, gate_config(args), results_source=str(args.results),
                             history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
-                            with_trends=with_trends)
+                            with_trends=with_trends, stacks=_stacks())
     finally:
         if history:
             history.close()
