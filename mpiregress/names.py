@@ -14,6 +14,9 @@ from . import systems as _systems
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
 # One per systems/<name>.yaml: adding a cluster is adding its data file.
+# Families of checks, selected by tag: pt2pt; coll (the merge-request subset of the collectives);
+# coll-sweep (the weekly full sweep of every coll/tuned algorithm).
+FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep")
 SYSTEMS: tuple[str, ...] = _systems.names()
 
 

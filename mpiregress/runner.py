@@ -30,7 +30,7 @@ from . import (
 from .builds import BuildOptions
 from .builds.common import program_sources
 from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
-from .names import METHODS, METRICS, PLACEMENTS, PT2PT
+from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -55,7 +55,7 @@ class RunOptions:
     metrics: Optional[list[str]] = None          # None: latency and bandwidth
     placements: Optional[list[str]] = None       # None: all four (unavailable ones are skipped)
     iterations: Optional[int] = None             # None: the check's default (1000)
-    families: list[str] = field(default_factory=lambda: list(DEFAULT_FAMILIES))
+    families: list[str] = field(default_factory=list)  # empty: the system's own (systems/<name>.yaml)
     collectives: Optional[list[str]] = None      # None: every collective of the sweep
     algorithms: Optional[list[str]] = None       # None: every algorithm of the subset
     dry_run: bool = False
@@ -71,12 +71,8 @@ class RunOptions:
     pipeline: str = ""
 
 
-# Families of checks, selected by tag: pt2pt; coll (the merge-request subset of collectives);
-# coll-sweep (the weekly full sweep of every coll/tuned algorithm).
-FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep")
 # The collective families are subsets of checks/config/coll_sweep.yaml.
 COLL_SUBSETS: dict[str, str] = {"coll": "mr", "coll-sweep": "weekly"}
-DEFAULT_FAMILIES: tuple[str, ...] = ("pt2pt", "coll")
 
 
 def _log(message: str) -> None:
@@ -235,6 +231,10 @@ REPEAT_RANGE = (1, 100)
 def check_options(opts: RunOptions) -> list[str]:
     """The build methods to run, after refusing unknown names and numbers out of range (InputError)."""
     methods = opts.methods or list(METHODS)
+    if not opts.families:
+        from .systems import get
+
+        opts.families = get(opts.system).families
     for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
                                 ("placement", opts.placements or [], PLACEMENTS),
                                 ("family", opts.families, FAMILIES)):

@@ -62,6 +62,11 @@ class System:
         return [str(m) for m in self.data.get("methods") or []]
 
     @property
+    def families(self) -> list[str]:
+        """The families a run measures unless told otherwise (default: point-to-point and the MR collectives)."""
+        return [str(f) for f in self.data.get("families") or ("pt2pt", "coll")]
+
+    @property
     def executor(self) -> str:
         return str((self.data.get("runner") or {}).get("executor", ""))
 
@@ -102,6 +107,12 @@ def load_file(path: Path) -> System:
     executor = (data["runner"] or {}).get("executor")
     if executor not in EXECUTORS:
         raise _fail(path, "runner.executor", f"must be one of {', '.join(EXECUTORS)}, found {executor!r}")
+    from .names import FAMILIES
+
+    unknown = [f for f in data.get("families") or () if f not in FAMILIES]
+    if unknown:
+        raise _fail(path, "families",
+                    f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
     parts = []

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from .. import paths, toolchain
-from ..names import SYSTEMS
-from ..runner import DEFAULT_FAMILIES, FAMILIES, RunOptions
+from ..names import FAMILIES, SYSTEMS
+from ..runner import RunOptions
 from ..runner import run as run_checks
 
 
@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "(default: every method, skipped where it has no build)")
     p.add_argument("--metrics", help="comma-separated metrics (default: latency,bandwidth)")
     p.add_argument("--placements", help="comma-separated placements (default: all four)")
-    p.add_argument("--families", help=f"comma-separated families of checks, of {', '.join(FAMILIES)} "
-                                       f"(default: {','.join(DEFAULT_FAMILIES)}; coll-sweep is the weekly full sweep)")
+    p.add_argument("--families", help=f"comma-separated families of checks, of {', '.join(FAMILIES)} (default: "
+                                       "the system's own, systems/<name>.yaml; coll-sweep is the weekly full sweep)")
     p.add_argument("--collectives", help="comma-separated collectives (default: every one of the sweep)")
     p.add_argument("--algorithms", help="comma-separated coll/tuned algorithm names, 'default' included "
                                          "(default: every one of the subset)")
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     opts = RunOptions(
         system=args.system, partition=args.partition,
         methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),
-        families=_list(args.families) or list(DEFAULT_FAMILIES),
+        families=_list(args.families) or [],
         collectives=_list(args.collectives), algorithms=_list(args.algorithms),
         iterations=args.iterations,
         report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
