@@ -25,17 +25,22 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def read_text(path: Path, what: str, missing_hint: str = "") -> str:
-    """The text of ``path``, or one sentence saying why it cannot be had (``what`` names the file)."""
+def read_bytes(path: Path, what: str, missing_hint: str = "") -> bytes:
+    """The bytes of ``path``, or one sentence saying why they cannot be had (``what`` names the file)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{what} {path} does not exist{missing_hint}") from None
     except IsADirectoryError:
         raise InputError(f"{what} {path} is a folder, not a file") from None
     except OSError as err:
         raise InputError(f"{what} {path} cannot be read: {err.strerror or err}") from None
+
+
+def read_text(path: Path, what: str, missing_hint: str = "") -> str:
+    """The text of ``path``, or one sentence saying why it cannot be had (``what`` names the file)."""
+    raw = read_bytes(path, what, missing_hint)
     if b"\0" in raw:
         raise InputError(f"{what} {path} is binary, not text (NUL byte at offset {raw.index(0)})")
     try:

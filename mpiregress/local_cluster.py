@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import jinja2
 
-from . import paths
+from . import locks, paths
 from .errors import InfrastructureError
 from .microarch import host_target
 
@@ -259,17 +259,9 @@ class LocalCluster:
         A second run on the same state folder is refused with one sentence naming the first.
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise InfrastructureError(f"the local cluster in {self.state_dir} is in use by another mpiregress "
-                                      f"run ({holder}); wait for it to end") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"PID {os.getpid()}, {who}\n".encode(), 0)
-        self._claim = fd
+        self._claim = locks.hold(self.lock_file, f"PID {os.getpid()}, {who}",
+                                 lambda holder: f"the local cluster in {self.state_dir} is in use by another "
+                                                f"mpiregress run ({holder}); wait for it to end")
 
     def release(self) -> None:
         """Let other runs (and start/stop) have the cluster again."""

@@ -9,7 +9,6 @@ summary, a JUnit file and ``status.json`` that say it failed, why, and what ran.
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import html
 import json
 import os
@@ -18,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import InfrastructureError, InputError
+from . import locks
+from .errors import InputError
 
 LOCK_NAME = ".mpiregress-run.lock"
 # Everything a run writes in its folder (by the runner or by ReFrame): removed at the start.
@@ -85,21 +85,13 @@ class RunFolder:
         self._release()
 
     def _take_lock(self) -> None:
-        lock_path = self.path / LOCK_NAME
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock = locks.hold(self.path / LOCK_NAME, f"PID {os.getpid()} since {self.started}",
+                                    lambda holder: f"report folder {self.path} is in use by another mpiregress "
+                                                   f"run ({holder}); wait for it to end or choose another "
+                                                   "--report-dir")
         except OSError as err:
             raise InputError(f"report folder {self.path} cannot be written: {err.strerror or err}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise InfrastructureError(f"report folder {self.path} is in use by another mpiregress run "
-                                      f"({holder}); wait for it to end or choose another --report-dir") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"PID {os.getpid()} since {self.started}\n".encode(), 0)
-        self._lock = fd
 
     def _release(self) -> None:
         if self._lock is not None:

@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import inputs
 from ..errors import InputError
 
 MAGIC = b"MPIRLNK\0"
@@ -50,11 +51,7 @@ class LinkRun:
 def read(path: Path) -> LinkRun:
     """Read a results file; InputError (one sentence) when it is not a linktest v1 file at all."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read the linktest results file {path}: {err.strerror or err}") from None
-    return parse(data, str(path))
+    return parse(inputs.read_bytes(path, "linktest results file"), str(path))
 
 
 def parse(data: bytes, name: str = "results") -> LinkRun:

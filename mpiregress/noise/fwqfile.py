@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import inputs
 from ..errors import InputError
 
 FORMAT_VERSION = 1
@@ -77,10 +78,7 @@ def _record(buffer: memoryview, offset: int, dtype: np.dtype) -> np.void | None:
 def read(path: Path) -> FwqRun:
     """Read an FWQ file; raise InputError when it is not one or holds no complete node."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read FWQ file {path}: {err.strerror}") from None
+    raw = inputs.read_bytes(path, "FWQ file")
     if not raw:
         raise InputError(f"{path} is empty: the FWQ run ended before rank 0 wrote anything")
     buffer = memoryview(raw)
