@@ -168,6 +168,11 @@ class RankDeath:
     def illegal_instruction(self) -> bool:
         return self.signal == 4 or "illegal instruction" in self.name.lower()
 
+    @property
+    def terminated_by_launcher(self) -> bool:
+        """Killed from outside (srun or Slurm ending the step), not a failure of the rank itself."""
+        return self.name.strip().lower() in ("terminated", "killed") or self.signal in (9, 15)
+
 
 def rank_deaths(text: str) -> list[RankDeath]:
     """Every rank death the launcher reported in ``text`` (mpirun or srun wording)."""
@@ -180,12 +185,8 @@ def rank_deaths(text: str) -> list[RankDeath]:
     return deaths
 
 
-def infrastructure_reason(text: str) -> Optional[str]:
-    """One sentence, quoting Slurm, when ``text`` shows that Slurm (not the benchmark) ended the run.
-
-    A lost node, an unreachable controller and a job Slurm killed are infrastructure
-    faults: a rerun may pass, and a rank "Terminated" by them says nothing about MPI.
-    """
+def _slurm_lost(text: str) -> Optional[str]:
+    """Slurm's words for a lost node, an unreachable controller or a time limit, else None."""
     for m in _CANCELLED.finditer(text):
         said = m.group(0).strip("* ").strip()
         if m.group("node_failure"):
@@ -196,18 +197,32 @@ def infrastructure_reason(text: str) -> Optional[str]:
     controller = _CONTROLLER.search(text)
     if controller:
         return f"Slurm controller unreachable: '{' '.join(controller.group(0).split())}'"
+    for m in _CANCELLED.finditer(text):
+        if m.group("limit"):
+            said = m.group(0).strip("* ").strip()
+            return (f"Slurm killed the {m.group('what').lower()} at its time limit "
+                    f"({m.group('at')} on {m.group('node')}): the benchmark did not finish ('{said}')")
+    return None
+
+
+def _slurm_killed(text: str) -> Optional[str]:
+    """Slurm's words for a job or step it cancelled for no reason it names (scancel, a revoked step)."""
     cancelled = _CANCELLED.search(text)
     if cancelled:
-        said = cancelled.group(0).strip("* ").strip()
-        if cancelled.group("limit"):
-            return (f"Slurm killed the {cancelled.group('what').lower()} at its time limit "
-                    f"({cancelled.group('at')} on {cancelled.group('node')}): the benchmark did not finish "
-                    f"('{said}')")
-        return f"Slurm killed the {cancelled.group('what').lower()}: '{said}'"
+        return f"Slurm killed the {cancelled.group('what').lower()}: '{cancelled.group(0).strip('* ').strip()}'"
     revoked = _STEP_CREATE.search(text)
     if revoked:
         return f"Slurm killed the job step: '{' '.join(revoked.group(0).split())}'"
     return None
+
+
+def infrastructure_reason(text: str) -> Optional[str]:
+    """One sentence, quoting Slurm, when ``text`` shows that Slurm (not the benchmark) ended the run.
+
+    A lost node, an unreachable controller and a job Slurm killed are infrastructure
+    faults: a rerun may pass, and a rank "Terminated" by them says nothing about MPI.
+    """
+    return _slurm_lost(text) or _slurm_killed(text)
 
 
 def is_infrastructure(reason: str) -> bool:
@@ -221,13 +236,23 @@ def failure_reason(text: str) -> Optional[str]:
     Slurm's own account (node lost, controller gone, job killed) comes first: the ranks
     it terminated did not fail on their own.
     """
-    infrastructure = infrastructure_reason(text)
-    if infrastructure:
-        return infrastructure
-    for death in rank_deaths(text):
+    lost = _slurm_lost(text)
+    if lost:
+        return lost
+    deaths = rank_deaths(text)
+    # A rank that died of its own (SIGILL, a crash) is the cause; the step Slurm then cancelled
+    # (--kill-on-bad-exit) and the peers it terminated are the consequence.
+    for death in sorted(deaths, key=lambda d: (not d.illegal_instruction, d.terminated_by_launcher)):
+        if death.terminated_by_launcher:
+            break
         if death.illegal_instruction:
             return (f"rank {death.rank} on {death.node} died of an illegal instruction (SIGILL, signal 4): "
                     "the binary uses instructions this node's CPU does not have")
+        return f"rank {death.rank} on {death.node} died: {death.name}"
+    killed = _slurm_killed(text)
+    if killed:
+        return killed
+    for death in deaths:
         return f"rank {death.rank} on {death.node} died: {death.name}"
     if _NEEDS_TWO in text:
         return "the benchmark needs exactly two MPI processes and was started with another number"

@@ -103,3 +103,30 @@ def test_slurm_time_limit_reads_as_a_timeout():
     assert reason.startswith("Slurm killed the job at its time limit") and "node1" in reason
     with pytest.raises(osu_output.OsuOutputError, match="time limit"):
         osu_output.parse(text)
+
+
+SIGILL_THEN_CANCELLED = """\
+srun: error: node1: task 1: Illegal instruction
+srun: launch/slurm: _step_signal: Terminating StepId=33941013.1
+slurmstepd-node1: error: *** STEP 33941013.1 ON node1 CANCELLED AT 2026-11-23T06:54:31 ***
+srun: error: node1: task 0: Terminated
+"""
+
+
+def test_a_rank_dying_of_its_own_is_the_cause_not_the_step_slurm_then_cancelled():
+    reason = osu_output.failure_reason(SIGILL_THEN_CANCELLED)
+    assert reason.startswith("rank 1 on node1 died of an illegal instruction")
+    assert not osu_output.is_infrastructure(reason)
+
+
+def test_a_step_slurm_cancelled_with_only_terminated_ranks_is_infrastructure():
+    text = ("slurmstepd-node1: error: *** STEP 5.1 ON node1 CANCELLED AT 2026-11-23T06:54:31 ***\n"
+            "srun: error: node1: task 0: Terminated\n")
+    reason = osu_output.failure_reason(text)
+    assert reason.startswith("Slurm killed the step") and osu_output.is_infrastructure(reason)
+
+
+def test_a_node_failure_explains_a_crash_after_it():
+    text = (SIGILL_THEN_CANCELLED.replace("CANCELLED AT 2026-11-23T06:54:31", "CANCELLED AT 2026-11-23T06:54:31 "
+                                          "DUE TO NODE FAILURE"))
+    assert osu_output.failure_reason(text).startswith("node lost: ")
