@@ -57,10 +57,8 @@ def _variants():
             for alg in names:
                 for scale in _scales(subset.nprocs):
                     for dist in subset.distributions:
-                        for index, size_range in enumerate(subset.ranges):
-                            cap = subset.cap(coll)
-                            if cap is None or size_range.low <= cap:   # a range above the cap measures nothing
-                                found.add((subset.name, coll, alg, scale, dist, index))
+                        for index in subset.ranges_for(coll):
+                            found.add((subset.name, coll, alg, scale, dist, index))
     return sorted(found)
 
 
@@ -74,11 +72,7 @@ class OsuCollCheck(OsuCheckBase):
     def describe(self):
         self.subset, self.collective, self.algorithm, self.scale, self.distribution, index = self.variant
         self.benchmark = f'osu_{self.collective}'
-        self.size_range = SWEEP[self.subset].ranges[index]
-        cap = SWEEP[self.subset].cap(self.collective)
-        if cap is not None:
-            self.size_range = self.size_range.__class__(self.size_range.low, min(self.size_range.high, cap),
-                                                        self.size_range.iterations, self.size_range.warmup)
+        self.size_range = SWEEP[self.subset].ranges_for(self.collective)[index]
         family = 'coll' if self.subset == 'mr' else 'coll-sweep'
         self.descr = (f'{self.benchmark} {self.algorithm}, {self.scale} ranks, {self.distribution}, '
                       f'{self.size_range.low}:{self.size_range.high} B, {self.build_method} build')

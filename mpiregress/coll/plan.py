@@ -80,6 +80,14 @@ class Subset:
     def cap(self, collective: str) -> Optional[int]:
         return dict(self.max_size).get(collective)
 
+    def ranges_for(self, collective: str) -> dict[int, SizeRange]:
+        """The size ranges ``collective`` is measured over, by their index in ``ranges``: each cut at the
+        collective's cap, and a range that starts above the cap left out (it would measure nothing)."""
+        cap = self.cap(collective)
+        if cap is None:
+            return dict(enumerate(self.ranges))
+        return {i: replace(r, high=min(r.high, cap)) for i, r in enumerate(self.ranges) if r.low <= cap}
+
 
 @dataclass(frozen=True)
 class Step:
@@ -237,12 +245,7 @@ def steps(subset: Subset, tuned: TunedAlgorithms, cores_per_node: int, max_nodes
                 if alg is not None and alg.only_nprocs is not None and alg.only_nprocs != nprocs:
                     continue
                 for dist in subset.distributions:
-                    for size_range in subset.ranges:
-                        cap = subset.cap(coll)
-                        if cap is not None:
-                            if size_range.low > cap:
-                                continue
-                            size_range = replace(size_range, high=min(size_range.high, cap))
+                    for size_range in subset.ranges_for(coll).values():
                         out.append(Step(coll, name, nprocs, nodes, dist, size_range, subset.repeats, subset.segsize))
     if not out:
         raise InputError(f"the {subset.name} collective sweep expands to no step")
