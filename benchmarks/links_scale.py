@@ -12,6 +12,12 @@ bad nodes (every pair of one node's ranks 4-10x slower), bad links (one node
 pair 4-10x slower on both measurements). Targets (issue 11): analysis < 5 s for
 1,000 nodes x 1 rank and for 10,000 ranks (250 nodes x 40); heatmap < 10 s;
 precision and recall of the attribution >= 95 %.
+
+2026-11-24, this 2-core VM: 1,000 nodes 0.06-0.08 s, heatmap 1.95 s; 10,000 ranks 2.45 s
+(7.4-7.9 s before: two per-pair intp copies, of the kind codes for np.bincount and of a
+per-pair threshold array, and an int64 node index cost more in page faults than in work),
+heatmap 5.8 s; precision and recall 100 %. Not a target but worth knowing at 10,000 ranks:
+the histogram takes 6 s and matrix.npz is 1.25 GB (the rank x rank matrices, float32).
 """
 from __future__ import annotations
 

@@ -30,20 +30,7 @@ class OsuPt2PtCheck(OsuCheckBase):
 
     @run_after('setup')
     def place_ranks(self):
-        part = self.current_partition
-        try:
-            topo = topology.Topology.from_processor_info(part.processor.info)
-        except ValueError:
-            self.skip_with(f'no detected topology for {part.fullname}: record one with '
-                           f'reframe --detect-host-topology (see checks/topology/README.md)')
-        placed = topology.place(self.placement, topo, self.node_count(),
-                                bool(part.extras.get('nodes_share_cpus')))
-        if isinstance(placed, topology.Unavailable):
-            self.skip_with(f'{self.placement} is not available on {part.fullname}: {placed.reason}')
-        self.binding = placed
-        self.cpu_binding = ' '.join(f'node{n}:cpu{c}' for n, c in placed.ranks)
-        self.num_tasks_per_node = 1 if placed.nodes == 2 else 2
-        self.num_cpus_per_task = part.processor.num_cpus // self.num_tasks_per_node
+        self.place_two_ranks(self.placement)
 
     @run_after('setup')
     def set_reference(self):

@@ -17,15 +17,14 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
-from reframe.core.launchers import LauncherWrapper
 
-from . import manifest, microarch, osu_output, paths
-from .errors import MpiRegressError
+from . import manifest, microarch, osu_output, paths, topology
+from .errors import InputError, MpiRegressError
 from .names import MEASURED_ITERATIONS, METHODS, WARMUP_ITERATIONS
 from .reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
 
@@ -57,6 +56,7 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     nodes_used = variable(list, value=[])     # from inside the job: squeue may never see a short job run
     measured = variable(list, value=[])       # [{benchmark, parameters, metric, value}], see reframe_report
     conditions = variable(dict, value={})     # what the results should carry about how they were measured
+    noise_probe = variable(bool, value=True)  # the FWQ probe after the benchmark (off for the noise checks)
     maintainers = ['mpiregress']
 
     # -- helpers for the families ----------------------------------------
@@ -75,11 +75,33 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         step_timeout = self.current_partition.extras.get('step_timeout')
         if step_timeout:
             seconds = max(60, int(step_timeout * scale * self.iterations / MEASURED_ITERATIONS))
-            self.job.launcher = LauncherWrapper(self.job.launcher, 'timeout', ['-k', '10', str(seconds)])
+            self.job.launcher.modifier = 'timeout'
+            self.job.launcher.modifier_options = ['-k', '10', str(seconds)]
 
-    def record(self, parameters: dict[str, Any], value: float, metric: Optional[str] = None) -> None:
+    def record(self, parameters: dict[str, Any], value: float, metric: Optional[str] = None, **judged: Any) -> None:
+        """One measured series. ``judged``: what a check that judges its own run adds (the link
+        matrix: ``status`` fail with the ``reason`` naming the node or link, ``nodelist``, ``samples``,
+        ``conditions``); see reframe_report.case_to_results."""
         self.measured.append({'benchmark': self.benchmark, 'parameters': parameters,
-                              'metric': metric or self.metric, 'value': value})
+                              'metric': metric or self.metric, 'value': value, **judged})
+
+    def place_two_ranks(self, placement: str) -> None:
+        """Bind two ranks as ``placement`` asks on the partition's detected topology (or skip, saying why)."""
+        part = self.current_partition
+        try:
+            topo = topology.Topology.from_processor_info(part.processor.info)
+        except ValueError:
+            self.skip_with(f'no detected topology for {part.fullname}: record one with '
+                           f'reframe --detect-host-topology (see checks/topology/README.md)')
+            return
+        placed = topology.place(placement, topo, self.node_count(), bool(part.extras.get('nodes_share_cpus')))
+        if isinstance(placed, topology.Unavailable):
+            self.skip_with(f'{placement} is not available on {part.fullname}: {placed.reason}')
+            return
+        self.binding = placed
+        self.cpu_binding = ' '.join(f'node{n}:cpu{c}' for n, c in placed.ranks)
+        self.num_tasks_per_node = 1 if placed.nodes == 2 else 2
+        self.num_cpus_per_task = part.processor.num_cpus // self.num_tasks_per_node
 
     # -- build and guard ---------------------------------------------------
     @run_after('setup')
@@ -98,10 +120,14 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         self.modules = list(self.build.env.get('modules', []))
         self.env_vars.update(self.build.env.get('env_vars', {}))
 
-    def guard_commands(self, nodes: int) -> list[str]:
-        """Job-script lines: the node names, each node's archspec target, and the guard's refusal."""
+    def guard_commands(self, nodes: Union[int, str], with_setup: bool = True) -> list[str]:
+        """Job-script lines: the node names, each node's archspec target, and the guard's refusal.
+
+        ``nodes``: how many nodes to probe, a number or a shell expression (``"$SLURM_JOB_NUM_NODES"``
+        when Slurm sizes the job, ReFrame's flexible allocation). ``with_setup=False`` leaves out the
+        build's setup lines (the A/B check applies each side's environment to that side's steps only)."""
         python = shlex.quote(sys.executable)
-        return list(self.build.env.get('setup', [])) + [
+        return list(self.build.env.get('setup', []) if with_setup else []) + [
             'read -r MPIREGRESS_NODE0 MPIREGRESS_NODE1 <<< '
             '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd" ")"',
             f'mpiregress_targets=$(srun -N{nodes} -n{nodes} --ntasks-per-node=1 --mpi=none '
@@ -128,19 +154,86 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         """A sentence when the binding obtained is not the one asked for; families override."""
         return None
 
-    @sanity_function
-    def assert_measured(self):
+    def wait_for_job_end(self) -> None:
+        """Called before sanity reads the job's files; a family whose job must really have ended overrides it."""
+
+    # -- the noise probe (issue 12): a condition of every benchmark, never its verdict ----------
+    def _probe_plan(self) -> tuple[str, list[int]] | str:
+        """(fwq path, cores of a node) for the probe, or why it is not run."""
+        seconds = float(self.current_partition.extras.get('noise_probe_s', 0) or 0)
+        if seconds <= 0:
+            return f'noise_probe_s is {seconds:g} for {self.current_partition.fullname} (systems/*.yaml)'
+        try:
+            fwq = str(self.build.program('fwq'))
+        except InputError as err:
+            return str(err)
+        try:
+            cores = list(topology.Topology.from_processor_info(self.current_partition.processor.info).cores)
+        except ValueError:
+            return f'no detected topology for {self.current_partition.fullname}, so no core list to probe'
+        return fwq, cores
+
+    @run_before('run')
+    def add_noise_probe(self):
+        if not self.noise_probe:
+            return
+        from .noise import probe
+
+        plan = self._probe_plan()
+        if isinstance(plan, str):
+            self.conditions = {**self.conditions, 'noise': probe.NOT_PROBED + plan}
+            return
+        fwq, cores = plan
+        extras = self.current_partition.extras
+        # After the benchmark, so the probe can never disturb what it describes: on a shared machine
+        # (local) a real-time probe holds back everyone else's work and releases it in a burst at
+        # its end, which is when a benchmark after it would start. The benchmark's exit code is kept.
+        self.postrun_cmds = (['mpiregress_benchmark_rc=$?'] + list(self.postrun_cmds or [])  # type: ignore[has-type]
+                             + probe.commands(fwq, cores, float(extras['noise_probe_s']),
+                                              bool(extras.get('nodes_share_cpus')), self.site_launcher_options(),
+                                              extras.get('fwq_realtime_priority'))
+                             + ['exit "$mpiregress_benchmark_rc"'])
+
+    def read_noise_probe(self) -> None:
+        """The probe's conditions; a probe that failed is one sentence there, the benchmark goes on."""
+        if not self.noise_probe or isinstance(self.conditions.get('noise'), str):
+            return
+        from .noise import probe
+
+        self.conditions = {**self.conditions, 'noise': probe.conditions(self.stagedir)}
+
+    def read_job_output(self) -> tuple[str, str]:
+        """The job's stdout and stderr, after the noise probe and the nodes used are read; the
+        job script's own refusal (the microarchitecture guard) is the sanity error."""
+        self.read_noise_probe()
         out, err = self.read_stage_file(self.job.stdout), self.read_stage_file(self.job.stderr)
         self.nodes_used = sorted({node for node, _ in self._probed()})
         for line in err.splitlines():
             if line.startswith('refusing to run:'):
                 raise SanityError(line)
-        reason = osu_output.failure_reason(out + '\n' + err)
+        return out, err
+
+    @sanity_function
+    def assert_measured(self):
+        self.wait_for_job_end()
+        out, err = self.read_job_output()
+        reason = self.program_refusal(err) or osu_output.failure_reason(out + '\n' + err)
         if reason:
             if 'illegal instruction' in reason:
                 reason += (f'; build target {self.build_target}, node target(s) '
                            f'{", ".join(self.node_targets()) or "unknown"}')
             raise SanityError(reason)
+        self.measure(out, err)
+        return True
+
+    def program_refusal(self, err: str) -> Optional[str]:
+        """The program's own sentence when it refused to run (its ranks then exit with its usage code, which
+        the launcher reports as deaths); OSU has none, the project's programs override this."""
+        return None
+
+    def measure(self, out: str, err: str) -> None:
+        """Read what the launched program wrote and fill ``measured`` (OSU output here; a family
+        running one of the project's own programs overrides it)."""
         try:
             parsed = osu_output.parse(out)
         except osu_output.OsuOutputError as err_:
@@ -150,7 +243,6 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
             raise SanityError(mismatch)
         self.measured = []
         self.record_measurements(parsed)
-        return True
 
     def record_measurements(self, parsed: osu_output.OsuOutput) -> None:
         """Turn the parsed OSU output into ``measured`` entries; families override."""

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -102,7 +102,7 @@ class Verdict:
     limit: Optional[float] = None        # worst value that still passes
     band: Optional[float] = None         # relative band used
     effect: Optional[float] = None       # relative change, positive = worse
-    basis: str = "none"                  # history | baseline | none
+    basis: str = "none"                  # history | baseline | run (judged by its check) | none
     history_runs: int = 0
 
     @property
@@ -253,6 +253,7 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
           config: GateConfig = GateConfig(), exclude_run: Optional[str] = None) -> list[Verdict]:
     """A verdict for every series of ``results``, against ``history`` and ``baselines`` (by system)."""
     verdicts = []
+    usual: dict[tuple[str, str], dict[str, list[float]]] = {}   # node noise history per partition
     for key, group in sorted(new_samples(results).items()):
         metric = key.metric
         toolchain = group[0].toolchain
@@ -268,6 +269,14 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
                                     **common))
             continue
         samples = _samples_of(group)
+        judged = [r for r in group if r.status == "fail" and r.conditions.get("judged_by")]
+        if judged:
+            # Judged within its own run by its check (the link matrix names a bad node or link against
+            # the typical pair of the same run): that stands whatever the history says.
+            verdicts.append(Verdict(verdict="regression", value=statistics.median(samples) if samples else None,
+                                    samples=len(samples), basis="run",
+                                    reason=f"{judged[0].reason} ({judged[0].conditions['judged_by']})", **common))
+            continue
         if not samples and all(r.status == "skip" for r in group):
             verdicts.append(Verdict(verdict="skip", reason=group[0].reason or "skipped", **common))
             continue
@@ -298,9 +307,34 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
                                     reason=f"recorded, not judged yet: no baseline and {len(runs)} accepted "
                                            f"run(s) of history, fewer than {config.min_runs}", **common))
             continue
-        verdicts.append(judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,
-                                     fallback_note=note, unit=common["unit"], toolchain=toolchain))
+        verdict = judge_values(key, samples, [r.samples for r in runs], config, baseline=baseline,
+                               fallback_note=note, unit=common["unit"], toolchain=toolchain)
+        verdicts.append(noise_aware(verdict, group, history, usual, exclude_run))
     return verdicts
+
+
+def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[History],
+                usual: dict[tuple[str, str], dict[str, list[float]]], exclude_run: Optional[str] = None) -> Verdict:
+    """A regression measured on a node whose noise probe is outside that node's usual band becomes ``noisy``.
+
+    ``noisy`` does not gate: the run's numbers say more about the node than about the
+    toolchain (mpiregress/noise/verdict.py). ``usual`` caches each partition's node history.
+    """
+    from .noise import nodehistory
+    from .noise import verdict as noise_verdict
+
+    if verdict.verdict != "regression":
+        return verdict
+    probed = nodehistory.probe_entries([r.conditions for r in group])
+    if not probed:
+        return verdict
+    where = (verdict.key.system, verdict.key.partition)
+    if where not in usual:
+        usual[where] = nodehistory.node_efficiencies(history, *where, exclude_run=exclude_run) if history else {}
+    nodes = sorted({n for r in group for n in r.nodelist}) or [str(e["node"]) for e in probed]
+    slowdown = METRICS[verdict.key.metric].slowdown(verdict.value, verdict.reference)
+    name, reason = noise_verdict.reclassify(verdict.verdict, verdict.reason, nodes, probed, usual[where], slowdown)
+    return verdict if name == verdict.verdict else replace(verdict, verdict=name, reason=reason)
 
 
 def load_baselines(systems: Sequence[str], directory: Path) -> dict[str, Optional[Baselines]]:

@@ -35,7 +35,9 @@ class Derived:
 
 
 def _reframe_extras(part: systems_mod.Partition) -> dict[str, Any]:
-    extras: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_nodes": 2, "nodes_share_cpus": False}
+    # noise_probe_s: seconds of the FWQ noise probe in every benchmark's job (mpiregress/noise/probe.py).
+    extras: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_nodes": 2, "nodes_share_cpus": False,
+                              "noise_probe_s": 2.0}
     extras.update(part.reframe.get("extras") or {})
     return extras
 

@@ -486,6 +486,12 @@ class History:
         sql += " ORDER BY m.time, m.id"
         return [Row(r[0], r[1], bool(r[2]), *r[3:]) for r in self._db.execute(sql, args)]
 
+    def latest_run_with(self, system: str, partition: str, benchmark: str) -> Optional[str]:
+        """The run id of the newest measurement of ``benchmark`` on ``system:partition`` (accepted or not)."""
+        row = self._db.execute("SELECT run_id FROM measurements WHERE system=? AND partition=? AND benchmark=? "
+                               "ORDER BY time DESC, id DESC LIMIT 1", (system, partition, benchmark)).fetchone()
+        return row[0] if row else None
+
     def series_keys(self, accepted: Optional[bool] = True) -> list[SeriesKey]:
         """Every series that has rows (accepted ones only, by default)."""
         sql = ("SELECT DISTINCT m.system, m.partition, m.method, m.benchmark, m.params, m.metric FROM measurements m "
@@ -566,6 +572,15 @@ def open_history(path: Optional[Path] = None) -> History:
         from .paths import history_db
         path = history_db()
     return History(Path(path))
+
+
+def open_existing(path: Optional[Path] = None) -> Optional[History]:
+    """The history at ``path`` (default: paths.history_db()) if the file exists, else None: judging
+    and reporting read a history, they never create one."""
+    if path is None:
+        from .paths import history_db
+        path = history_db()
+    return open_history(path) if Path(path).exists() else None
 
 
 def import_files(history: History, paths: Iterable[Path], **kwargs) -> list[ImportSummary]:

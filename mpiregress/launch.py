@@ -67,3 +67,23 @@ def collective_step(nprocs: int, nodes: int, distribution: str, site_options: li
     if overcommit:
         options.append("--overcommit")
     return Step(options, [])
+
+
+def linktest_step(nodes: int, ranks_per_node: int, nodelist: str, site_options: list[str],
+                  shared_cpus: bool = False) -> Step:
+    """The all-pairs link test: ``ranks_per_node`` ranks on each of ``nodes`` nodes (0: the job's nodes,
+    as many as Slurm gave it), on ``nodelist`` when one is named.
+
+    ``shared_cpus`` (the local system: its nodes are one host) runs more ranks than the host has
+    cores, unbound and overcommitted: the program's serial mode lets the waiting ranks sleep.
+    """
+    if nodes < 0 or ranks_per_node < 1:
+        raise ValueError(f"{nodes} nodes x {ranks_per_node} ranks per node is not a job")
+    count = str(nodes) if nodes else '"$SLURM_JOB_NUM_NODES"'
+    tasks = str(nodes * ranks_per_node) if nodes else f'"$((SLURM_JOB_NUM_NODES * {ranks_per_node}))"'
+    options = list(site_options) + [KILL_ON_BAD_EXIT, f"--nodes={count}", f"--ntasks={tasks}",
+                                    f"--ntasks-per-node={ranks_per_node}"]
+    if nodelist:
+        options.append(f"--nodelist={nodelist}")
+    options += ["--overcommit", "--cpu-bind=none"] if shared_cpus else ["--cpu-bind=cores"]
+    return Step(options, [])

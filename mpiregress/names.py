@@ -15,8 +15,11 @@ PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
 # One per systems/<name>.yaml: adding a cluster is adding its data file.
 # Families of checks, selected by tag: pt2pt; coll (the merge-request subset of the collectives);
-# coll-sweep (the weekly full sweep of every coll/tuned algorithm).
-FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep")
+# coll-sweep (the weekly full sweep of every coll/tuned algorithm); noise (FWQ placement
+# experiments, weekly: checks/fwq.py); links (the all-pairs link matrix, checks/linktest.py: never a
+# default, a whole partition is asked for with --families links); ab (a toolchain MR's point-to-point
+# series, the target branch's build A and the MR's build B interleaved in one job: `run --ab-against`).
+FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep", "noise", "links", "ab")
 SYSTEMS: tuple[str, ...] = _systems.names()
 
 
@@ -31,6 +34,13 @@ class Metric:
     def worse(self, value: float, reference: float) -> bool:
         """True when ``value`` is on the hurting side of ``reference``."""
         return value < reference if self.higher_is_better else value > reference
+
+    def slowdown(self, value: Optional[float], reference: Optional[float]) -> Optional[float]:
+        """How many times slower ``value`` is than ``reference`` (2.0: twice the time, or half the rate);
+        None when either is missing or zero."""
+        if not value or not reference:
+            return None
+        return reference / value if self.higher_is_better else value / reference
 
     def limit(self, reference: float, tolerance: Optional[float]) -> float:
         """The worst value still inside a one-sided band of ``tolerance`` around ``reference``."""

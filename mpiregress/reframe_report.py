@@ -9,6 +9,7 @@ nothing that ran is lost from the report.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from .results import Result
 # forced algorithm measures nothing): a check's sanity reason with this prefix becomes a skip.
 NOT_APPLICABLE = "not applicable: "
 
+
+# sbatch's one-line refusal of a job (ReFrame wraps it in "spawned process error: command ... failed").
+_SBATCH_REFUSAL = re.compile(r"sbatch: error: [^\n]+")
 
 # Fields every case of the project's checks carries, as text.
 _CASE_TEXT = ("metric", "system", "partition", "build_method")
@@ -58,6 +62,11 @@ def _reason(case: dict[str, Any], status: str) -> str:
         infrastructure = osu_output.infrastructure_reason(reason)
         if infrastructure:
             return infrastructure
+        refused = _SBATCH_REFUSAL.search(reason)
+        if refused:
+            # Slurm refused the job as asked (a node it does not know, a partition or QOS it will not
+            # give): the request is wrong, not the benchmark; its own words, without ReFrame's wrapping.
+            return f"Slurm refused the job: '{refused.group(0).strip()}'"
         lines = [ln.strip() for ln in reason.splitlines() if ln.strip() and not ln.strip().startswith("---")]
         if lines and lines[0].endswith(":") and len(lines) > 1:
             reason = f"{lines[0]} {lines[1]}"
@@ -82,6 +91,27 @@ def _upgrade(case: dict[str, Any]) -> dict[str, Any]:
             case["measured"] = [{"benchmark": spec.benchmark, "parameters": case["series_parameters"],
                                  "metric": spec.metric, "value": perf[0]}]
     return case
+
+
+# Fields a check that judges its own run (the link matrix) may add to a measured series.
+JUDGED_FIELDS = ("nodelist", "samples")
+
+
+def _measured_result(m: dict[str, Any], common: dict[str, Any]) -> Result:
+    """One measured series. Most checks only measure (status pass, judged later against the baselines);
+    the link matrix judges each node and link against the typical pair of its own run and says so:
+    ``status`` fail with the ``reason`` naming the node or link, and ``conditions['judged_by']``. An A/B
+    step that crashed beside the pairs that measured is ``status`` error with no value and its reason;
+    ``conditions`` carry the A/B side and pair of that very sample."""
+    status = m.get("status", "pass")
+    if status not in ("pass", "fail", "error"):
+        raise ValueError(f"measured status {status!r} is neither pass, fail nor error")
+    fields = {**common, **{k: list(m[k]) for k in JUDGED_FIELDS if m.get(k)},
+              "conditions": {**common["conditions"], **dict(m.get("conditions") or {})}}
+    return Result(benchmark=m["benchmark"], parameters=dict(m["parameters"]), metric=m["metric"],
+                  unit=METRICS[m["metric"]].unit, value=None if m.get("value") is None else float(m["value"]),
+                  status=status,
+                  reason=str(m.get("reason") or ""), **fields)
 
 
 def case_to_results(case: dict[str, Any], toolchain: str = "", commit: str = "", pipeline: str = "",
@@ -111,9 +141,7 @@ def case_to_results(case: dict[str, Any], toolchain: str = "", commit: str = "",
         missing = [Result(benchmark=case["benchmark"], parameters=dict(case.get("series_parameters") or {}),
                           metric=case["metric"], unit=METRICS[case["metric"]].unit, value=None, status="error",
                           reason=problem, **common) for problem in case.get("problems") or []]
-        return [Result(benchmark=m["benchmark"], parameters=dict(m["parameters"]), metric=m["metric"],
-                       unit=METRICS[m["metric"]].unit, value=float(m["value"]), status="pass", **common)
-                for m in measured] + missing
+        return [_measured_result(m, common) for m in measured] + missing
     reason = _reason(case, status) if status != "pass" else ""
     if status == "error" and reason.startswith(NOT_APPLICABLE):
         status, reason = "skip", reason[len(NOT_APPLICABLE):]

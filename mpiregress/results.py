@@ -136,6 +136,10 @@ def aggregate(results: list[Result]) -> list[Result]:
         merged.nodelist = sorted({n for r in group for n in r.nodelist})
         merged.jobid = ",".join(r.jobid for r in group if r.jobid)
         merged.value = statistics.median(values) if values else None
+        if sum("noise" in r.conditions for r in group) > 1:
+            from .noise import probe  # every repeat probed its nodes: keep the worst of each node
+
+            merged.conditions = {**merged.conditions, "noise": probe.merge([r.conditions for r in group])}
         if errors:
             merged.status, merged.reason = "error", f"{len(errors)} of {len(group)} repeats failed: {errors[0].reason}"
         elif values:

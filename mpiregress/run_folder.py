@@ -23,7 +23,8 @@ from .errors import InputError
 LOCK_NAME = ".mpiregress-run.lock"
 # Everything a run writes in its folder (by the runner or by ReFrame): removed at the start.
 OWNED = ("results.json", "summary.md", "junit.xml", "reframe-junit.xml", "reframe-report.json", "reframe.out",
-         "reframe.log", "status.json", "report.html", "html", "perflogs", "reframe", "planned-manifests")
+         "reframe.log", "status.json", "report.html", "html", "perflogs", "reframe", "planned-manifests",
+         "ab-samples.json", "ab-a.json")
 
 
 def _now() -> str:

@@ -5,14 +5,16 @@ only the system name and the environment differ.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from . import (
     baselines,
@@ -35,9 +37,20 @@ from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
 
-def check_files() -> list[Path]:
-    """The check files: every Python file in checks/ that registers a ReFrame test."""
-    return sorted(p for p in paths.checks_dir().glob("*.py") if "@rfm.simple_test" in p.read_text())
+COLL_CHECK_FILE = "osu_coll.py"
+
+
+def check_files(families: Sequence[str]) -> list[Path]:
+    """The check files: every Python file in checks/ that registers a ReFrame test.
+
+    The collective check declares only the sweep subsets of the requested families
+    (``MPIREGRESS_COLL_SUBSETS``); without one it declares none and ReFrame would print a
+    warning about an undefined parameter in every run's log, so it is not loaded then.
+    """
+    found = sorted(p for p in paths.checks_dir().glob("*.py") if "@rfm.simple_test" in p.read_text())
+    if not any(f in COLL_SUBSETS for f in families):
+        found = [p for p in found if p.name != COLL_CHECK_FILE]
+    return found
 
 
 DRYRUN_MODULES = paths.REPO_ROOT / "ci" / "dryrun-modules"
@@ -58,8 +71,10 @@ class RunOptions:
     families: list[str] = field(default_factory=list)  # empty: the system's own (systems/<name>.yaml)
     collectives: Optional[list[str]] = None      # None: every collective of the sweep
     algorithms: Optional[list[str]] = None       # None: every algorithm of the subset
+    setvars: list[str] = field(default_factory=list)  # ReFrame -S NAME=VALUE (e.g. LinktestCheck.nodes=64)
     dry_run: bool = False
     repeat: int = 1
+    repeat_auto: bool = False                     # --repeat auto: k from the nodes' noise (choose_repeat)
     manifest_dir: Path = field(default_factory=paths.manifest_dir)
     baselines_dir: Path = field(default_factory=paths.baselines_dir)
     toolchain_file: Path = field(default_factory=toolchain.default_path)
@@ -69,10 +84,21 @@ class RunOptions:
     sha256_override: Optional[str] = None
     commit: str = ""
     pipeline: str = ""
+    # A/B run of a toolchain MR (family ab): A's manifests ("auto": store, else merge base), k pairs.
+    ab_against: Optional[str] = None
+    ab_pairs: int = 5
+    ab_branch: str = "main"
+    # Confirm-before-failing (mpiregress confirm): a fresh allocation away from the first run's nodes.
+    exclude_nodes: list[str] = field(default_factory=list)
 
 
 # The collective families are subsets of checks/config/coll_sweep.yaml.
 COLL_SUBSETS: dict[str, str] = {"coll": "mr", "coll-sweep": "weekly"}
+# Where the link matrix's artifacts go inside a run's report folder (the HTML report looks there).
+LINKS_SUBDIR = "links"
+# The project's own programs a family runs (checked in the manifests before any job).
+FAMILY_PROGRAMS: dict[str, str] = {"links": "linktest"}
+SETVAR = re.compile(r"^([A-Za-z_]\w*\.)?[A-Za-z_]\w*=")
 
 
 def _log(message: str) -> None:
@@ -159,9 +185,13 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
         "MPIREGRESS_CHECKS_DIR": str(paths.checks_dir()),
         "MPIREGRESS_PERFLOG_DIR": str(opts.report_dir / "perflogs"),
         "MPIREGRESS_REFRAME_LOG": str(opts.report_dir / "reframe.log"),
+        # Checks that write files of their own (the noise family's spectra) put them under the report.
+        "MPIREGRESS_REPORT_DIR": str(opts.report_dir),
         # The check file imports mpiregress from this checkout, whatever the caller's cwd.
         "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.REPO_ROOT), env.get("PYTHONPATH")])),
         "MPIREGRESS_COLL_SUBSETS": ",".join(COLL_SUBSETS[f] for f in opts.families if f in COLL_SUBSETS),
+        # The link matrix's artifacts (matrix, heatmap, bad-links CSV), one folder per partition and method.
+        "MPIREGRESS_LINKS_DIR": str(opts.report_dir / LINKS_SUBDIR),
     })
     if opts.dry_run:
         env["MODULEPATH"] = os.pathsep.join(filter(None, [env.get("MODULEPATH"), str(DRYRUN_MODULES)]))
@@ -181,7 +211,11 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
             cmd += ["-t", f"^({'|'.join(chosen)})$"]
     if opts.iterations:
         cmd += ["-S", f"iterations={opts.iterations}"]
-    for check in check_files():
+    for setting in opts.setvars:
+        cmd += ["-S", setting]
+    if opts.exclude_nodes:
+        cmd += ["-J", f"exclude={','.join(opts.exclude_nodes)}"]   # ReFrame: #SBATCH --exclude=...
+    for check in check_files(opts.families):
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
@@ -226,11 +260,17 @@ def _check_reachable(env: dict[str, str]) -> None:
 # Inclusive ranges of the numeric options: checked before anything runs.
 ITERATIONS_RANGE = (1, 100_000_000)
 REPEAT_RANGE = (1, 100)
+AB_PAIRS_RANGE = (2, 100)
 
 
 def check_options(opts: RunOptions) -> list[str]:
     """The build methods to run, after refusing unknown names and numbers out of range (InputError)."""
     methods = opts.methods or list(METHODS)
+    if opts.ab_against:
+        opts.families = ["ab"]
+    elif "ab" in opts.families:
+        raise InputError("the ab family pairs the MR's builds with the target branch's: run it with "
+                         "--ab-against DIR|auto")
     if not opts.families:
         from .systems import get
 
@@ -241,21 +281,40 @@ def check_options(opts: RunOptions) -> list[str]:
         unknown = [c for c in chosen if c not in known]
         if unknown:
             raise InputError(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    for setting in opts.setvars:
+        if not SETVAR.match(setting):
+            raise InputError(f"--setvar {setting!r} is not NAME=VALUE or CHECK.NAME=VALUE "
+                             "(e.g. LinktestCheck.nodes=64)")
     for option, value, (low, high) in (("--iterations", opts.iterations, ITERATIONS_RANGE),
-                                       ("--repeat", opts.repeat, REPEAT_RANGE)):
+                                       ("--repeat", opts.repeat, REPEAT_RANGE),
+                                       ("--ab-pairs", opts.ab_pairs, AB_PAIRS_RANGE)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
             raise InputError(f"{option} {value!r} is out of range: give a whole number from {low} to {high}")
     return methods
 
 
-def check_binaries(manifest_dir: Path, methods: list[str], metrics: list[str]) -> None:
+def _binaries_needed(build: manifest.Manifest, opts: RunOptions) -> list[Path]:
+    """The binaries of ``build`` the selected families will launch (the project's own programs too)."""
+    from .coll.algorithms import COLLECTIVES
+
+    needed = []
+    if "pt2pt" in opts.families or "ab" in opts.families:
+        needed += [build.binary(PT2PT[m].benchmark) for m in (opts.metrics or list(PT2PT)) if m in PT2PT]
+    if any(f in COLL_SUBSETS for f in opts.families):
+        needed += [build.binary(f"osu_{c}", kind="collective") for c in (opts.collectives or COLLECTIVES)]
+    needed += [build.program(FAMILY_PROGRAMS[f]) for f in opts.families if f in FAMILY_PROGRAMS]
+    if "noise" in opts.families:
+        needed.append(build.program("fwq"))   # one sentence when the build made no fwq
+    return needed
+
+
+def check_binaries(manifest_dir: Path, methods: list[str], opts: RunOptions) -> None:
     """Refuse, before any job, a manifest whose benchmark binary is missing or not executable."""
     for method in methods:
         for build in manifest.find(manifest_dir, method):
             if build.extra.get("planned"):
                 continue
-            for metric in (m for m in metrics if m in PT2PT):
-                binary = build.binary(PT2PT[metric].benchmark)
+            for binary in _binaries_needed(build, opts):
                 if not binary.is_file():
                     raise InputError(f"manifest {build.path} names {binary}, which does not exist: rebuild with "
                                      f"'mpiregress build --method {method}' or remove the manifest")
@@ -335,6 +394,12 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         raise InputError(f"baselines file {refs.path}: toolchain: is {refs.toolchain!r} but the run uses "
                          f"toolchain {tc.name!r} ({tc.path})")
     folder.step(f"read toolchain {tc.path} and baselines {refs.path}")
+    notes: list[str] = []
+    if opts.repeat_auto:
+        opts.repeat, why = choose_repeat(opts)
+        notes.append(f"--repeat auto: {opts.repeat} repetition(s): {why}")
+        _log(notes[-1])
+        folder.step(notes[-1])
     topology_dir = paths.checks_dir() / "topology"
     manifest_dir = opts.manifest_dir
     env = _environment(opts, topology_dir, manifest_dir)
@@ -352,9 +417,10 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         manifest_dir = _planned_manifests(opts, tc, methods)
         env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)
     else:
-        check_binaries(manifest_dir, methods, opts.metrics or list(METRICS))
+        check_binaries(manifest_dir, methods, opts)
         folder.step(f"build manifests in {manifest_dir} checked: their binaries exist and are executable")
         _check_reachable(env)
+    found_a = _prepare_ab(opts, methods, env, manifest_dir, folder) if opts.ab_against else None
     report = opts.report_dir / "reframe-report.json"
     cmd = _reframe_command(opts, methods, env)
     _log("running " + shlex.join(cmd))
@@ -377,13 +443,15 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     if unloaded:
         # ReFrame only warns; a check file that did not load would silently measure nothing.
         raise InputError(f"ReFrame could not load {unloaded[0]}; see {opts.report_dir / 'reframe.out'}")
-    found = results.aggregate(reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline,
-                                                  dry_run=opts.dry_run))
+    loaded = reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline, dry_run=opts.dry_run)
+    if found_a is not None and not opts.dry_run:
+        return _ab_verdict(loaded, opts, folder, env, found_a)
+    found = results.aggregate(loaded)
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
     infrastructure = _classify_infrastructure(found, env)
-    verdict.apply_baselines(found, refs, opts.allow_missing_baselines)
+    verdict.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
@@ -395,7 +463,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         code = REGRESSION if any(r.status == "fail" for r in found) else INFRASTRUCTURE
         problems.insert(0, f"infrastructure fault (exit 3, worth a retry): {infrastructure[0].reason}")
     # The summary first: if results.json cannot be written, the table still survives.
-    folder.write("summary.md", summary.markdown(found, title, problems))
+    folder.write("summary.md", summary.markdown(found, title, problems, notes))
     try:
         folder.write("results.json", results.dump(found))
     except InputError as err:
@@ -408,6 +476,43 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     return code
 
 
+def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Each measured partition's node noise history ({} per partition without a history file)."""
+    from .history import open_history
+    from .noise import nodehistory
+
+    partitions = sorted({(r.system, r.partition) for r in found})
+    db = paths.history_db()
+    if not db.exists():
+        return {where: {} for where in partitions}
+    try:
+        with open_history(db) as history:
+            return {where: nodehistory.node_efficiencies(history, *where) for where in partitions}
+    except InputError as err:
+        # The measurements matter more than the noise rule: judge them without it, and say so.
+        _log(f"node noise history not read, so no result is reclassified as noisy: {err}")
+        return {where: {} for where in partitions}
+
+
+def choose_repeat(opts: RunOptions) -> tuple[int, str]:
+    """``--repeat auto``: repetitions from the latest noise of the partitions' nodes in the history, and why."""
+    from .gate import GateConfig
+    from .history import open_history
+    from .noise import nodehistory
+    from .systems import get
+
+    tolerance = GateConfig().min_effect["latency"]
+    db = paths.history_db()
+    partitions = [opts.partition] if opts.partition else [p.name for p in get(opts.system).partitions]
+    latest: dict[str, float] = {}
+    if db.exists():
+        with open_history(db) as history:
+            for partition in partitions:
+                for node, values in nodehistory.node_efficiencies(history, opts.system, partition).items():
+                    latest[f"{partition}/{node}"] = values[-1]
+    return nodehistory.auto_repeats(latest, tolerance, str(db))
+
+
 def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
     scripts = sorted((opts.report_dir / "reframe" / "stage").rglob("rfm_job.sh"))
     errors = [r for r in found if r.status == "error"]
@@ -416,3 +521,87 @@ def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
     for r in errors:
         print(f"mpiregress run: error: {r.key().name()}: {r.reason}", file=sys.stderr)
     return 2 if errors else (0 if scripts else 4)
+
+
+# -- A/B run of a toolchain MR (issue 13) ---------------------------------------------------------
+
+def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manifest_dir: Path,
+                folder: run_folder.RunFolder) -> Any:
+    """Find A (given folder, manifest store, or built at the merge base), refuse a mismatched A and B,
+    and hand A's folder and the pair count to the A/B check through its environment."""
+    from .ab import sides
+    from .systems import get
+
+    system = get(opts.system)
+    partition = opts.partition or system.partitions[0].name
+    if opts.dry_run:
+        # The job scripts show the interleaved order with the planned builds on both sides.
+        found = sides.FoundA(manifest_dir, "given", "dry run: A and B are both the planned builds")
+    else:
+        _log(f"finding A (the {opts.ab_branch} branch's build) for --ab-against {opts.ab_against}")
+        found = sides.find(opts.ab_against or "auto", system=opts.system, partition=partition, methods=methods,
+                           branch=opts.ab_branch, store=system.ab_store())
+    pairing = sides.pair_builds(found.directory, manifest_dir, methods)
+    if found.directory is not None and not opts.dry_run:
+        check_binaries(found.directory, list(pairing.pairs), opts)
+    env["MPIREGRESS_AB_MANIFEST_DIR"] = str(found.directory or "")
+    env["MPIREGRESS_AB_PAIRS"] = str(opts.ab_pairs)
+    record = {**found.to_dict(), "pairs": {m: [str(a.path), str(b.path)] for m, (a, b) in pairing.pairs.items()},
+              "b_only": pairing.b_only}
+    folder.write("ab-a.json", json.dumps(record, indent=2) + "\n")
+    folder.step(found.sentence)
+    _log(found.sentence + ("" if found.directory else ": the series are judged by the history gate"))
+    return found
+
+
+def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_folder.RunFolder,
+                env: dict[str, str], found_a: Any) -> int:
+    """Judge an A/B run by its pairs and write summary.md, junit.xml, report.html with the A/B section.
+
+    Every sample is kept (results.json: one Result per sample, side and pair in ``conditions``;
+    ab-samples.json: the records the judge read) before anything is judged.
+    """
+    from .ab import judge as ab_judge
+    from .ab import paired
+    from .ab import report as ab_report
+
+    infrastructure = _classify_infrastructure(loaded, env)
+    folder.write("results.json", results.dump(loaded))
+    records = ab_judge.records(loaded)
+    folder.write("ab-samples.json", json.dumps(records, indent=2) + "\n")
+    folder.step(f"ReFrame report read: {len(records)} A/B sample(s) kept in ab-samples.json")
+    samples = [r for r in records if "ab_side" in r]
+    verdicts, causes = ab_judge.judge_run(samples)
+    # A test case that measured no step at all (skipped placement, refused build) is its series' row.
+    judged = {v.key for v in verdicts}
+    for r in loaded:
+        if "ab_side" not in r.conditions and r.key() not in judged:
+            judged.add(r.key())
+            verdicts.append(paired.PairedVerdict(key=r.key(), verdict=r.status if r.status == "skip" else "error",
+                                                 reason=r.reason or "nothing measured", basis="none",
+                                                 metric=r.metric, unit=r.unit, nodes=tuple(r.nodelist)))
+    problems = summary.require_methods(loaded, opts.methods or [])
+    code = ERROR if problems else paired.exit_code(verdicts)
+    if infrastructure and code == ERROR:
+        code = REGRESSION if any(v.verdict == "regression" for v in verdicts) else INFRASTRUCTURE
+        problems.insert(0, f"infrastructure fault (exit 3, worth a retry): {infrastructure[0].reason}")
+    title = f"A/B run: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
+    notes = [found_a.sentence + ("" if found_a.directory else ": no pairs, every series is judged by the "
+                                                               "history gate")] + problems
+    section = ab_report.markdown(verdicts, causes)
+    folder.write("summary.md", f"# {title}\n\n" + "".join(f"- {n}\n" for n in notes) + "\n" + section)
+    if (opts.report_dir / "junit.xml").exists():
+        os.replace(opts.report_dir / "junit.xml", opts.report_dir / "reframe-junit.xml")
+    rows = ab_report.rows(verdicts, causes)
+    folder.write("junit.xml", ab_report.junit_xml(rows))
+    folder.write("report.html", ab_report.html_page(ab_report.html(verdicts, causes), title, notes))
+    print()
+    for row in rows:
+        print(f"{row.verdict:<12} {row.series:<52} {row.effect_text:>7} {row.interval_text:>17}  {row.pairs} pairs")
+        if row.verdict != "pass":
+            print(f"{'':<12} {row.cause or row.reason}")
+    for problem in problems:
+        print(f"mpiregress run: error: {problem}", file=sys.stderr)
+    folder.write_status("finished", code)
+    _log(f"A/B reports in {opts.report_dir} (summary.md, junit.xml, report.html, ab-samples.json); exit {code}")
+    return code

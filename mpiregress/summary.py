@@ -18,6 +18,11 @@ from .results import Result
 VERDICT_OF_STATUS = {"pass": "pass", "fail": "regression", "error": "error", "skip": "skipped"}
 
 
+def verdict_of(r: Result) -> str:
+    """The run's verdict of a result: its status's, or ``noisy`` (a fail on a node noisier than usual)."""
+    return "noisy" if r.conditions.get("verdict") == "noisy" else VERDICT_OF_STATUS[r.status]
+
+
 def require_methods(results: list[Result], methods: Iterable[str]) -> list[str]:
     """Sentences for each explicitly requested method that produced no measurement at all."""
     problems = []
@@ -104,7 +109,7 @@ def rows(results: list[Result]) -> list[Row]:
         if r.conditions.get("oversubscribed"):
             value += " (oversubscribed)"
         out.append(Row(f"{r.system}:{r.partition}", series_label(r), r.method, r.metric, value,
-                       _baseline(r), VERDICT_OF_STATUS[r.status], r.reason))
+                       _baseline(r), verdict_of(r), r.reason))
     return out
 
 
@@ -123,14 +128,14 @@ def text_table(results: list[Result], width: int = 70) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: list[Result], title: str, problems: list[str]) -> str:
-    """The summary as Markdown (for the MR and the artifacts)."""
+def markdown(results: list[Result], title: str, problems: list[str], notes: Optional[list[str]] = None) -> str:
+    """The summary as Markdown (for the MR and the artifacts); ``notes`` say how the run was made."""
     counts: dict[str, int] = {}
     for r in results:
-        counts[VERDICT_OF_STATUS[r.status]] = counts.get(VERDICT_OF_STATUS[r.status], 0) + 1
+        counts[verdict_of(r)] = counts.get(verdict_of(r), 0) + 1
     lines = [f"# {title}", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no test case", ""]
-    lines += [f"- **{p}**" for p in problems]
-    if problems:
+    lines += [f"- {n}" for n in notes or []] + [f"- **{p}**" for p in problems]
+    if problems or notes:
         lines.append("")
     lines.append("| " + " | ".join(HEADERS) + " |")
     lines.append("|" + "---|" * len(HEADERS))

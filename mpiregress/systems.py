@@ -78,6 +78,19 @@ class System:
     def spack_version(self) -> str:
         return str(self.data.get("spack_version") or "")
 
+    def ab_store(self) -> Optional[Path]:
+        """Where the default branch's build jobs keep their manifests for A/B runs (``ab.manifest_store``:
+        environment variables expanded, ``{state}`` = the state folder), or None when the system has none."""
+        import os
+
+        from .paths import state_dir
+
+        store = str((self.data.get("ab") or {}).get("manifest_store") or "")
+        if not store:
+            return None
+        expanded = os.path.expandvars(store.replace("{state}", str(state_dir())))
+        return None if "$" in expanded else Path(expanded)
+
 
 def systems_dir(root: Path = REPO_ROOT) -> Path:
     return Path(root) / "systems"

@@ -58,6 +58,13 @@ class Toolchain:
         return dict(self.data.get("transports") or {})
 
     @property
+    def runtime_env(self) -> dict[str, str]:
+        """Variables the toolchain's MPI runs with (``mpi.runtime_env``: MCA settings such as an
+        OpenMPI module's ``setenv OMPI_MCA_*``). Part of the toolchain, so every build method records
+        them in its manifest's ``env.env_vars`` and a toolchain MR that changes them changes B."""
+        return {str(k): str(v) for k, v in (self.mpi.get("runtime_env") or {}).items()}
+
+    @property
     def spack_versions(self) -> list[str]:
         """Spack release series (``0.23``, ``1.1``) the Spack environments are written for."""
         return [str(v) for v in (self.data.get("spack") or {}).get("versions") or []]
@@ -105,6 +112,10 @@ def load(path: Path) -> Toolchain:
             raise InputError(f"toolchain file {path}: '{key}' must be a mapping, found {type(data[key]).__name__}")
     if "partitions" in data:
         raise InputError(f"toolchain file {path}: 'partitions' moved to the systems data (systems/<name>.yaml)")
+    runtime_env = data["mpi"].get("runtime_env") or {}
+    if not isinstance(runtime_env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
+                                                     for k, v in runtime_env.items()):
+        raise InputError(f"toolchain file {path}: 'mpi.runtime_env' must map variable names to values")
     for name, component in data["stack"].items():
         if not isinstance(component, dict) or not component.get("version"):
             raise InputError(f"toolchain file {path}: 'stack.{name}.version' is missing")

@@ -7,6 +7,7 @@ side that hurts). History-based judging (the MR gate) is :mod:`mpiregress.gate`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from .baselines import Baselines
@@ -15,21 +16,28 @@ from .names import METRICS
 from .results import Result
 
 
-def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False) -> None:
+def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False,
+                    node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]] = None) -> None:
     """Judge every measured result against its baseline, in place.
 
     A value beyond the band on the hurting side becomes ``fail`` with the limit in its
     reason; a measured value with no baseline becomes an error (nothing was judged)
-    unless ``allow_missing``.
+    unless ``allow_missing``. ``node_noise`` ((system, partition) -> node -> past probe
+    efficiencies, noise.nodehistory): a ``fail`` whose noise probe shows one of its nodes
+    outside that node's usual band is **noisy** instead: not gating (status pass), its
+    reason says so and ``conditions["verdict"]`` is ``"noisy"``.
     """
     for r in results:
         if r.status not in ("pass", "fail") or r.value is None:
             continue
         ref = refs.lookup(r.key()) if refs else None
+        # A check that judged its series within its own run (the link matrix: each node and link
+        # against the typical pair of the same run) needs no baseline, and a band never clears its fail.
+        self_judged = bool(r.conditions.get("judged_by"))
         if ref is None:
             # Recorded, not judged: later judges (the history gate) see why there is no band.
             r.conditions["baseline"] = "none"
-            if not allow_missing:
+            if not allow_missing and not self_judged:
                 r.status = "error"
                 where = refs.path if refs else "baselines"
                 r.reason = (f"no baseline for {r.key().name()} in {where}: measured but not judged "
@@ -44,5 +52,28 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
             r.reason = (f"{what} {r.unit} is beyond the limit {format_value(limit)} {r.unit} "
                         f"(baseline {format_value(ref.value)}, tolerance {ref.tolerance:.0%}, provenance "
                         f"{ref.provenance!r})")
-        else:
+            _noise_aware(r, node_noise)
+        elif not (self_judged and r.status == "fail"):
             r.status, r.reason = "pass", ""
+
+
+def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]]) -> None:
+    """A fail measured on a node noisier than usual is ``noisy`` (mpiregress/noise/verdict.py)."""
+    if node_noise is None:
+        return
+    from .noise import probe
+    from .noise import verdict as noise_verdict
+
+    usual = node_noise.get((r.system, r.partition), {})
+    # Against the baselines, only a node's own band counts: without enough history of it, the
+    # fixed floor would turn a busy machine's every drift into "noisy" (the gate applies the floor).
+    probed = [e for e in probe.probed(r.conditions)
+              if noise_verdict.usual_band(e["node"], usual.get(e["node"], ())) is not None]
+    if not probed:
+        return
+    name, reason = noise_verdict.reclassify("regression", r.reason, r.nodelist or [e["node"] for e in probed],
+                                            probed, usual, METRICS[r.metric].slowdown(r.value, r.reference))
+    r.reason = reason           # the noise is named either way: excused, or too small to excuse
+    if name == "noisy":
+        r.status = "pass"
+        r.conditions["verdict"] = "noisy"

@@ -243,3 +243,63 @@ def test_open_series_model_records_collectives_included():
     assert verdicts["pipeline"].verdict == "regression"
     assert verdicts["pipeline"].name() == "local/batch source osu_bcast nprocs=8 algorithm=pipeline size=65536 latency"
     assert verdicts["binomial"].verdict == "pass"
+
+
+# An unchanged MR measured on the local Slurm at load 8-33 (benchmarks/ab_local_mrs.py, green run 16 of
+# 20): A's bandwidth jumped between 6.3 and 13.9 GB/s while B's stayed low. One series per metric gives
+# a pool of 5 residuals; judged as if that pool were the exact jitter, it failed (+34 %, [+8.5 %, +52.5 %]).
+UNCHANGED_UNDER_LOAD = {
+    "latency": [(2.24, 2.89), (3.33, 2.89), (2.25, 2.23), (2.27, 2.27), (2.21, 2.67)],
+    "bandwidth": [(13088.82, 6387.43), (6353.17, 5632.63), (13928.47, 7062.74), (11819.06, 5862.96),
+                  (6534.72, 5821.34)],
+}
+
+
+def _recorded(values):
+    return [dict(system="local", partition="batch", method="source", placement="same_numa", metric=metric,
+                 unit="us" if metric == "latency" else "MB/s", value=value, status="pass", ab_side=side,
+                 ab_pair=pair, nodelist=["node1"], target="x86_64_v4")
+            for metric, pairs in values.items() for pair, both in enumerate(pairs) for side, value in zip("AB", both)]
+
+
+def test_a_pool_of_one_series_is_widened_by_its_own_uncertainty(monkeypatch):
+    verdicts = paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST)
+    assert [v.verdict for v in verdicts if v.verdict in paired.GATING] == [], [v.reason for v in verdicts]
+    # The same data with the margin switched off is the false alarm the margin exists for.
+    monkeypatch.setattr(paired, "scale_margin", lambda dof, confidence=0.95: 1.0)
+    assert any(v.verdict == "regression" for v in paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST))
+
+
+def test_the_scale_margin_shrinks_with_the_pool_and_costs_little_on_a_full_mr():
+    margins = [paired.scale_margin(dof) for dof in (4, 8, 20, 80, 320)]
+    assert margins == sorted(margins, reverse=True)
+    assert 1.8 < margins[0] < 2.1          # exact chi-square 90 % bound: sqrt(4 / 1.064) = 1.94
+    assert 1.4 < margins[1] < 1.6
+    assert margins[-1] < 1.1               # an 80-series MR of 5 pairs: 320 degrees of freedom
+    assert paired.scale_margin(0) == 1.0
+
+
+def test_a_real_toolchain_slowdown_still_fails_a_small_mr():
+    slowed = {metric: [(a, a * 1.8 if metric == "latency" else a / 1.8) for a, _ in pairs]
+              for metric, pairs in {"latency": [(2.24, 0), (2.31, 0), (2.25, 0), (2.27, 0), (2.21, 0)],
+                                    "bandwidth": [(8100.0, 0), (8350.0, 0), (7900.0, 0), (8020.0, 0),
+                                                  (8200.0, 0)]}.items()}
+    jittered = {m: [(a, b * (1 + 0.02 * ((i % 3) - 1))) for i, (a, b) in enumerate(p)] for m, p in slowed.items()}
+    assert {v.key.metric: v.verdict for v in paired.judge(_recorded(jittered), FAST)} == {
+        "latency": "regression", "bandwidth": "regression"}
+
+
+@pytest.mark.parametrize("efficiency, flagged", [(0.80, True), (0.97, False)])
+def test_the_runs_own_noise_probe_reaches_the_cause_sentence(tmp_path, efficiency, flagged):
+    from mpiregress.ab import judge
+
+    slowed = {"latency": [(2.2 + 0.01 * i, (2.2 + 0.01 * i) * (1.8 + 0.01 * (i % 2))) for i in range(5)]}
+    records = _recorded(slowed)
+    for r in records:
+        r["conditions"] = {"noise": {"node1": {"efficiency": efficiency, "max_detour_us": 900.0}}}
+    verdicts, causes = judge.judge_run(records, db=tmp_path / "no-history.sqlite", config=FAST)
+    assert [v.verdict for v in verdicts] == ["regression"]
+    (sentence,) = causes.values()
+    assert sentence.startswith("toolchain: ")
+    remark = f"the noise probe flagged node1 (efficiency {efficiency:.2f}, usual 0.90-1.00), but A ran on it too"
+    assert (remark in sentence) is flagged, sentence

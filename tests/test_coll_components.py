@@ -76,3 +76,22 @@ def test_a_warning_mpirun_lost_is_not_taken_for_a_clean_forced_run():
     assert "invalid value" not in text
     problem = components.forced_run_problem(text)
     assert problem and problem.startswith("mpirun lost a warning message of a rank (ORTE_ERROR_LOG in show_help.c)")
+
+
+def test_a_selection_line_glued_to_another_process_unfinished_line_still_counts():
+    # Real mpirun 4.1 output on a loaded 2-core host (CI): process 26613's line was cut off by
+    # the chunked forwarding and process 26612's selection header continued on the same line.
+    text = "\n".join([
+        "[vm:26613] coll:base:comm_select: new communicator: MPI_COMM_WORLD (cid 0)",
+        "[vm:26613] coll:base:comm_select: selecting      libnbc, priority  10, Enabled",
+        "[vm:26613] coll:base:comm_select: selecting       tuned, priority  30, Enabled",
+        "[vm:26613] mca: base: close: unloading compone"
+        "[vm:26612] coll:base:comm_select: new communicator: MPI_COMM_WORLD (cid 0)",
+        "[vm:26612] coll:base:comm_select: Checking all available modules",
+        "[vm:26612] coll:base:comm_select: selecting      libnbc, priority  10, Enabled",
+        "nt monitoring",
+        "[vm:26612] coll:base:comm_select: selecting       tuned, priority  30, Enabled",
+    ])
+    found = components.selections(text)
+    assert [(s.process, s.winner) for s in found] == [("vm:26613", "tuned"), ("vm:26612", "tuned")]
+    assert components.tuned_problem(text, "bcast") is None

@@ -6,6 +6,7 @@ accepted by the loudly logged sha256 override exactly as a site tarball would be
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,11 @@ def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "| local:batch | same_numa | source | latency |" in summary
     assert "verdict" in done.stdout and "same_numa" in done.stdout
+    # The partition's step time limit wraps every benchmark step (a hung step ends), through
+    # ReFrame's own launcher modifier: its log holds no deprecation warning.
+    steps = [p.read_text() for p in (tmp_path / "reframe" / "output").rglob("rfm_job.sh")]
+    assert steps and all(re.search(r"^timeout -k 10 \d+ srun ", s, re.M) for s in steps)
+    assert "deprecated" not in (tmp_path / "reframe.out").read_text()
     # The manifest says this was not the official tarball.
     manifest_file = Path(found[("same_numa", "latency")]["target"] and
                          next((local_manifests(pipeline)).glob("source-*.json")))
@@ -160,8 +166,10 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, in_allocation,
     if in_allocation:
         # A CI job that already is the allocation: no sbatch, srun inside it with explicit geometry.
         env["MPIREGRESS_IN_ALLOCATION"] = "1"
+    # The point-to-point family only: the collectives' 88 checks a partition add half a minute and
+    # nothing about placement geometry (tests/test_coll_command.py dry-runs them).
     done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", system, "--dry-run",
-                           "--report-dir", str(tmp_path / "r")],
+                           "--families", "pt2pt", "--report-dir", str(tmp_path / "r")],
                           env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     scripts = "\n".join(p.read_text() for p in (tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh"))
@@ -169,6 +177,20 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, in_allocation,
         assert fragment in scripts
     assert "mpiregress guard --build-target" in scripts
     assert ("#SBATCH" in scripts) is not in_allocation
+    # No check declared without a test (the collective one, when no collective family is asked).
+    assert "skipping test" not in (tmp_path / "r" / "reframe.out").read_text()
+
+
+def test_cluster_dry_run_of_a_collective_fills_a_whole_aion_node(tmp_path):
+    env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
+    env.pop("MPIREGRESS_IN_ALLOCATION", None)
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "aion", "--dry-run", "--families",
+                           "coll", "--collectives", "bcast", "--report-dir", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    scripts = [p.read_text() for p in (tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh")]
+    assert scripts and all("osu_bcast -f" in s and "mpiregress guard --build-target zen2" in s for s in scripts)
+    assert any("--nodes=1 --ntasks=128 --ntasks-per-node=128 --distribution=block:block" in s for s in scripts)
 
 
 def test_osu_output_without_data_row_fails_sanity_although_osu_exits_0(pipeline, tmp_path):

@@ -56,6 +56,8 @@ def test_messages_name_the_cause(outcomes):
     assert "Not a directory" in said["unwritable report --out-dir"]
     assert "--iterations -5 is out of range" in said["run --iterations -5"]
     assert "--repeat 0 is out of range" in said["run --repeat 0"]
+    assert "--min-samples 0 is out of range" in said["compare --min-samples 0"]
+    assert "--z nan is out of range" in said["report --gate --z nan"]
     assert outcomes["run --repeat 0"].kept.startswith("status failed (exit 2)")
 
 
@@ -204,3 +206,19 @@ def test_history_on_a_network_file_system_uses_the_rollback_journal(tmp_path):
     assert "rollback journal" in journal.sentence() and "network file system" in journal.sentence()
     local = history_journal.choose(tmp_path / "h.sqlite", "/dev/sda1 / ext4 rw 0 0\n")
     assert local.mode == "wal"
+
+
+def test_collective_binaries_are_checked_before_any_job(tmp_path, env):
+    """The pt2pt binaries exist, the collective one the coll family launches does not: refused up front."""
+    manifests = tmp_path / "manifests"
+    path = missing_binary_manifest(manifests, target="broadwell")
+    bin_dir = Path(json.loads(path.read_text())["bin_dir"])
+    (bin_dir / "pt2pt").mkdir(parents=True)
+    for name in ("osu_latency", "osu_bw"):
+        (bin_dir / "pt2pt" / name).write_text("#!/bin/sh\n")
+        (bin_dir / "pt2pt" / name).chmod(0o755)
+    done = cli(["run", "--system", "iris", "--methods", "source", "--families", "pt2pt,coll",
+                "--collectives", "bcast", "--manifest-dir", str(manifests), "--report-dir", str(tmp_path / "r")], env)
+    assert done.returncode == 2, done.stderr
+    assert "collective/osu_bcast, which does not exist" in sentence(done)
+    assert not (tmp_path / "r" / "reframe").exists(), "no job may be sent"

@@ -51,6 +51,9 @@ CLUSTER_BENCH = (
        "report:iris", "report:aion"}
 )
 CLUSTER_HISTORY = {"history:iris", "history:aion"}
+# Toolchain MRs only: the MR's builds against the target branch's, interleaved (issue 13).
+LOCAL_AB = {"ab:local:batch"}
+CLUSTER_AB = {"ab:iris:broadwell", "ab:iris:skylake", "ab:aion:batch"}
 CLUSTER_PARTITIONS = ("iris:broadwell", "iris:skylake", "aion:batch")
 # The weekly schedule's own jobs on the clusters: collective sweep, link matrix, OS noise per partition.
 CLUSTER_WEEKLY = {f"{job}:{p}" for job in ("sweep", "links", "noise") for p in CLUSTER_PARTITIONS}
@@ -193,8 +196,9 @@ def test_cluster_jobs_are_gated_against_forks_and_unselected_systems(expanded):
     jobs = real_jobs(expanded)
     cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
     # 3 build matrices, 3 runs, and compare, report, history for each cluster; per partition the
-    # weekly sweep, link matrix and noise jobs and the after-maintenance node-list link test.
-    assert len(cluster) == 12 + 4 * 3, sorted(cluster)
+    # weekly sweep, link matrix and noise jobs, the after-maintenance node-list link test and the
+    # toolchain MRs' A/B job.
+    assert len(cluster) == 12 + 5 * 3, sorted(cluster)
     for name, job in cluster.items():
         rules = job["rules"]
         system = job["variables"]["MPIREGRESS_SYSTEM"]
@@ -251,6 +255,16 @@ def test_slurm_jobs_carry_partition_constraints_and_runs_are_serialized(expanded
         assert build["allow_failure"] == {"exit_codes": [4]}
         assert build["parallel"]["matrix"] == [{"MPIREGRESS_METHOD": list(METHODS)}]
     assert jobs["run:local:batch"]["resource_group"] == "mpiregress-local-batch"
+    for key in (*constraint, "local:batch"):
+        # The A/B job measures the same partition: it queues behind the run job, never beside it.
+        ab = jobs[f"ab:{key}"]
+        assert ab["resource_group"] == jobs[f"run:{key}"]["resource_group"], key
+        assert [n["job"] for n in ab["needs"]] == [f"build:{key}"] and ab["interruptible"] is False
+        assert ab["script"] == ["ci/jobs/ab.sh"] and ab["variables"]["GIT_DEPTH"] == "0"
+        assert ab["artifacts"]["reports"]["junit"] == f"reports/ab-{key.replace(':', '-')}/junit.xml"
+        assert ab["artifacts"]["when"] == "always"
+        if key != "local:batch":
+            assert "--nodes=2" in ab["variables"]["SCHEDULER_PARAMETERS"], key
     assert {job["resource_group"] for name, job in jobs.items() if name.startswith("history:")} == {"mpiregress-history"}
 
 
@@ -300,13 +314,15 @@ def test_jacamar_configuration_downscopes_and_submits_through_slurm():
 def test_mr_touching_toolchain_runs_the_local_benchmarks(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local"})
-    assert jobs == LINT | LOCAL_BENCH
+    assert jobs == LINT | LOCAL_BENCH | LOCAL_AB
+    off = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local", "MPIREGRESS_AB": "off"})
+    assert off == LINT | LOCAL_BENCH
 
 
 def test_mr_touching_toolchain_on_the_clusters_runs_the_cluster_matrix(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, mr_vars())
-    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH
+    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_AB
 
 
 def test_mr_touching_only_docs_runs_lint_only(gitlab_ci_local, tmp_path):
@@ -391,6 +407,9 @@ def local_pipeline_vars(local_cluster, tmp_path_factory) -> Iterator[dict[str, s
         # samples per series, as the history gate needs. Point-to-point only: these runs test the
         # pipeline's wiring; the collectives' path has its own end-to-end tests (test_coll_e2e.py).
         "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt",
+        # The A/B job measures every series 2k times: its check has its own real test
+        # (tests/test_ab_run.py); these pipelines test the rest of the wiring.
+        "MPIREGRESS_AB": "off",
     }
     venv = REPO / ".venv"
     if (venv / "bin" / "python").exists():

@@ -89,6 +89,22 @@ def test_bad_link_needs_both_ends_fine_and_a_slow_retest() -> None:
     assert link.ratio_first > 8 and link.ratio_second is not None and link.ratio_second > 8
 
 
+def test_slow_pairs_meeting_at_one_rank_name_that_rank_not_several_links() -> None:
+    # A CPU hog on rank 6's core (benchmarks/links_cpu_hog.py) slowed 3 of its 7 pairs: not most of
+    # them, but every other end is fine with everyone else, so the shared end is the fault.
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (3, 6), (2, 6)]))
+    assert [(b.node, b.metric, b.ranks, b.slow_pairs, b.pairs) for b in result.bad_nodes] == [
+        ("n06", "latency", [6], 3, 7), ("n06", "bandwidth", [6], 3, 7)]
+    assert result.bad_links == [] and {s.attribution for s in result.slow} == {"bad node"}
+    assert result.bad_nodes[0].sentence().startswith("bad node n06 (rank 6): latency slow in 3 of its 7 pairs, ")
+    # Two slow links that share no rank stay two bad links; so do two that share one when one of
+    # the other ends is slow elsewhere too (the shared end no longer explains them all).
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (2, 5)]))
+    assert result.bad_nodes == [] and {(s.rank_a, s.rank_b) for s in result.bad_links} == {(1, 6), (2, 5)}
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (3, 6), (1, 4)]))
+    assert result.bad_nodes == [] and {(s.rank_a, s.rank_b) for s in result.bad_links} == {(1, 6), (3, 6), (1, 4)}
+
+
 def test_slow_pair_not_retested_is_unconfirmed_not_bad() -> None:
     # Only the 1 slowest pair is re-tested; the second slow link is left unconfirmed.
     result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (2, 5)], retest=1))
@@ -168,7 +184,7 @@ def test_series_records_follow_the_open_model() -> None:
         assert r["benchmark"] == "linktest" and r["system"] == "local" and r["commit"] == "abc"
         assert r["unit"] == {"latency": "us", "bandwidth": "MB/s"}[r["metric"]]
         assert isinstance(r["value"], float) and r["samples"]
-    assert all(r["status"] == "fail" for r in link) and link[0]["reason"].startswith("link n01--n06 is ")
+    assert all(r["status"] == "fail" for r in link) and link[0]["reason"].startswith("bad link n01--n06 (ranks ")
     assert all(len(series.series_records(result, {}, all_links=True)) > len(records) for _ in [0])
 
 
@@ -209,21 +225,23 @@ def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,
     assert {r.benchmark for r in loaded} == {"linktest"}
 
 
-def test_job_script_dry_run_for_64_aion_nodes() -> None:
+def test_job_script_dry_run_for_64_aion_nodes(tmp_path: Path) -> None:
+    """The CI job's dry run: `mpiregress run --families links --dry-run` with the pipeline's variables,
+    then the job script ReFrame wrote, printed."""
     import os
     import subprocess
 
     from shared import REPO
 
     env = {**os.environ, "MPIREGRESS_SYSTEM": "aion", "MPIREGRESS_PARTITION": "batch", "LINKTEST_NODES": "64",
-           "LINKTEST_TIME": "30", "MPIREGRESS_REPORTS_DIR": "/scratch/reports"}
+           "LINKTEST_TIME": "30", "LINKTEST_REPORT_DIR": str(tmp_path / "r")}
     out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    assert "#SBATCH -N64\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --time=30\n" in out
-    assert ("srun --mpi=pmix -N64 --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n"
-            "    /scratch/reports/links-aion-batch/prefix/bin/linktest -Z 20 "
-            "-o /scratch/reports/links-aion-batch/links.bin") in out
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "#SBATCH --ntasks=64\n#SBATCH --ntasks-per-node=1\n" in out and "#SBATCH --time=0:30:0\n" in out
+    assert ("srun --mpi=pmix --kill-on-bad-exit=1 --nodes=64 --ntasks=64 --ntasks-per-node=1 --cpu-bind=cores "
+            "/planned/source/zen2/programs/bin/linktest -Z 20 -o links.bin") in out
     env["LINKTEST_NODELIST"] = "aion-[0001-0004]"
+    del env["LINKTEST_NODES"]
     out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    assert "#SBATCH -w aion-[0001-0004]" in out and "-N64" not in out
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "#SBATCH --nodelist=aion-[0001-0004]" in out and "--nodes=4 --ntasks=4" in out and "--nodes=64" not in out

@@ -20,6 +20,7 @@ Faults (tests/linkfault/linkfault.c, LD_PRELOAD, test-only):
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -28,9 +29,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
+from mpiregress import manifest, microarch
 from mpiregress.cli import main as cli_main
-from mpiregress.links import resultsfile
+from mpiregress.links import judge, resultsfile
 from mpiregress.local_cluster import LocalCluster
+from mpiregress.report import links as report_links
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "checks" / "src" / "linktest"
@@ -175,3 +179,78 @@ def test_zero_iterations_is_refused(local_cluster: LocalCluster, built: dict[str
     assert "linktest: zero iterations measure nothing: give -i and -I at least 1." in proc.stderr
     assert "exited with exit code 2" in proc.stderr or "Exited with exit code 2" in proc.stderr, proc.stderr
     assert not (tmp_path / "zero.bin").exists()
+
+
+# -- through the ReFrame check: `mpiregress run --families links` (checks/linktest.py) ------------------
+# The program is the source build's linktest (the OSU double's build of this session); the local
+# partition's `links:` settings (systems/local.yaml) give 4 ranks per node, serial mode, min and 300x.
+
+@pytest.fixture(scope="module")
+def manifests(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A source-build manifest naming the linktest this module built with its Makefile (the build methods
+    do the same, tests/test_programs.py): the check takes its program from here, as from any build."""
+    folder = tmp_path_factory.mktemp("manifests")
+    prefix = built["binary"].parent.parent
+    manifest.write(manifest.Manifest(
+        method="source", toolchain="2023b", osu_version="7.2", target=microarch.host_target(), prefix=str(prefix),
+        bin_dir=str(prefix / manifest.BIN_SUBDIR), programs={"linktest": str(built["binary"])},
+        notes=["tests/test_links_local.py: linktest only, built by its Makefile with mpicc"]), folder)
+    return folder
+
+
+def run_links(pipeline: dict[str, str], manifests: Path, report_dir: Path, *setvars: str
+              ) -> subprocess.CompletedProcess:
+    args: list[str] = ["--families", "links", "--methods", "source", "--no-build", "--manifest-dir", str(manifests)]
+    for setting in setvars:
+        args += ["--setvar", setting]
+    return mpiregress(pipeline, *args, report_dir=report_dir)
+
+
+def run_results(report_dir: Path) -> list[dict]:
+    return json.loads((report_dir / "results.json").read_text())
+
+
+@pytest.mark.slurm
+def test_check_names_the_slow_pair_and_turns_the_run_red(pipeline: dict[str, str], built: dict[str, Path],
+                                                         manifests: Path, tmp_path: Path) -> None:
+    done = run_links(pipeline, manifests, tmp_path, f"LinktestCheck.env_vars=LD_PRELOAD:{built['shim']},"
+                                         f"LINKFAULT_DELAY_US:{DELAY_US},LINKFAULT_PAIR:2-5")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    found = run_results(tmp_path)
+    failing = [r for r in found if r["status"] == "fail"]
+    assert {(tuple(r["parameters"].items()), r["metric"]) for r in failing} == \
+        {((("link", "node1--node2"),), "latency")}, failing
+    assert failing[0]["reason"].startswith("bad link node1--node2 (ranks 2-5): latency ")
+    assert failing[0]["nodelist"] == ["node1", "node2"]
+    # Every node's series is recorded (and passes): they go to the history beside the verdict.
+    nodes = {(r["parameters"]["node"], r["metric"]) for r in found if "node" in r["parameters"]}
+    assert nodes == {(n, m) for n in ("node1", "node2") for m in ("latency", "bandwidth")}
+    assert all(r["status"] == "pass" for r in found if "node" in r["parameters"])
+    assert "regression" in done.stdout and "bad link node1--node2" in done.stdout
+    out = tmp_path / "links" / "local-batch-source"
+    for name in judge.ARTIFACTS:
+        assert (out / name).stat().st_size > 0, name
+    with open(out / "bad_links.csv") as f:
+        bad = [r for r in csv.DictReader(f) if r["attribution"] == "bad link"]
+    assert {(r["from_rank"], r["to_rank"]) for r in bad} == {("2", "5")}
+    assert float(bad[0]["first"]) > 10000 and float(bad[0]["second"]) > 10000  # both measurements kept
+    html = str(report_links.section(tmp_path, base=tmp_path))
+    assert "node1–node2" in html and "bad link" in html and html.count("data:image/png;base64,") == 2
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("setting, parameters, reason", [
+    ("LinktestCheck.nodelist=node1,node9", {"nodes": "node1,node9"},
+     "Slurm refused the job: 'sbatch: error: Batch job submission failed: Invalid node name specified'"),
+    ("LinktestCheck.linktest_args=-S -i 0", None,
+     "linktest: zero iterations measure nothing: give -i and -I at least 1."),
+], ids=["unknown node in the node list: Slurm's sentence", "zero iterations: the program's sentence"])
+def test_check_bad_input_is_one_error_with_one_sentence(pipeline: dict[str, str], manifests: Path, tmp_path: Path,
+                                                        setting: str, parameters: dict | None, reason: str) -> None:
+    done = run_links(pipeline, manifests, tmp_path, setting)
+    assert done.returncode == 2, done.stdout[-3000:]
+    [r] = run_results(tmp_path)
+    assert r["status"] == "error" and r["reason"] == reason
+    if parameters is not None:
+        assert r["parameters"] == parameters
+    assert "Traceback" not in done.stderr

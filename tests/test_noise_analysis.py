@@ -134,7 +134,7 @@ def test_records_follow_the_series_model(tmp_path: Path) -> None:
     assert eff["benchmark"] == "fwq" and eff["commit"] == "abc"
     assert eff["conditions"]["cores"][1]["periods_hz"] and eff["conditions"]["lost_fraction"] > 0
     assert 0.85 < eff["value"] < 0.95
-    assert records.probe_conditions(run)["noise_probe"][0]["node"] == "n1"
+    assert list(records.probe_conditions(run)["noise"]) == ["n1"]
     with pytest.raises(ValueError):
         records.to_records(run, system="local", partition="batch", method="source", layout="bogus")
 
@@ -149,6 +149,21 @@ def test_noisy_node_turns_a_regression_into_noisy() -> None:
     # No history yet: the absolute floor decides.
     assert verdict.noisy_nodes([{"node": "n9", "efficiency": 0.7}], {})[0].startswith("noisy: node n9 efficiency 0.70")
     assert verdict.noisy_nodes([{"node": "n9", "efficiency": 0.95}], {}) == []
+
+
+def test_noise_explains_only_a_slowdown_of_its_size() -> None:
+    history = {"n1": [0.97, 0.96, 0.97, 0.98, 0.97, 0.97]}
+    probe = [{"node": "n1", "efficiency": 0.82}]
+    # 0.82 at both ends of an exchange stretches it 1/0.82^2 = 1.49x; the probe's margin doubles the excess.
+    assert verdict.explainable_slowdown([0.82, 0.9]) == pytest.approx(1 + 2 * (1 / 0.82 ** 2 - 1))
+    name, _ = verdict.reclassify("regression", "latency +40%", ["n1"], probe, history, slowdown=1.90)
+    assert name == "noisy"
+    # A broken path (300x) on a noisy node is still broken; the noise is named beside it.
+    name, reason = verdict.reclassify("regression", "3.1 us is beyond the limit 0.03 us", ["n1"], probe, history,
+                                      slowdown=310.0)
+    assert name == "regression"
+    assert reason == ("3.1 us is beyond the limit 0.03 us; noisy: node n1 efficiency 0.82, usual 0.97, but noise "
+                      "of that level explains at most 1.97x, not 310.00x")
 
 
 def test_repeat_auto_grows_with_noise() -> None:
@@ -176,6 +191,7 @@ def test_layout_smt_where_nodes_have_two_threads() -> None:
     info = {"topology": {"cores": ["0x5", "0xa"], "sockets": ["0xf"], "numa_nodes": ["0xf"]}}
     smt = placement.layout("smt", info)
     assert isinstance(smt, placement.Layout) and smt.cpus == (0, 1)
+    assert "--threads-per-core=1" in smt.srun_options
 
 
 def test_rtla_parser_and_availability() -> None:

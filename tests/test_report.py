@@ -150,3 +150,48 @@ def test_a_collective_sweep_gets_its_findings_figures_and_a_deployable_rules_fil
 def test_point_to_point_results_have_no_collective_section():
     data = report.build([result("source", "same_numa", "latency")], None, {})
     assert data.collectives is None and "Collectives:" not in html.render(data)
+
+
+def placed(run, nodes_of):
+    """The run with each series' nodes: ``nodes_of(result)`` -> node names."""
+    for r in run:
+        r.nodelist = list(nodes_of(r))
+    return run
+
+
+def test_a_failing_series_gets_its_likely_cause_in_every_format(db):
+    run = placed(current_run(), lambda r: ["n1", "n2"] if r.placement == "cross_node" else ["n1"])
+    data = report.build(run, db, {})
+    (cause,) = data.causes.values()
+    (failed,) = [v for v in data.verdicts if v.verdict == "regression"]
+    assert cause == (f"build: aion/batch source cross_node latency is {failed.effect:+.1%} vs history, only the "
+                     f"source build, while eessi are fine on the same nodes (n1, n2)")
+    assert 0.2 < failed.effect < 0.3
+    assert f"### Likely cause\n\n- {cause}\n" in markdown.render(data)
+    failure = ET.fromstring(junit.render(data)).find("testsuite/testcase/failure")
+    assert failure.text.endswith(f"\nlikely cause: {cause}")
+    assert "<h3>Likely cause</h3>" in html.render(data) and "only the source build" in html.render(data)
+
+
+def test_the_cause_follows_a_node_or_names_the_link_matrix(db):
+    def nodes(r):
+        if r.metric == "latency":
+            return ["n03"] if r.placement == "same_numa" else ["n03", "n04"]
+        return ["n05"] if r.placement == "same_numa" else ["n05", "n06"]
+
+    slow = {(m, p, "latency"): 1.3 for m in ("source", "eessi") for p in ("same_numa", "cross_node")}
+    run = placed(matrix(20, overrides=slow), nodes)
+    data = report.build(run, db, {})
+    assert len(data.causes) == 4 and all(c.startswith("node: ") for c in data.causes.values())
+    assert "the regression follows n03 across 4 series and 2 placements; the 4 series that did not run on n03 " \
+           "are fine" in data.causes[run[0].key()]
+    # The weekly link matrix flagged n03: that is named first, with the run it came from.
+    from helpers.linkrun import make_run
+    from mpiregress.links import analysis, series
+
+    found = analysis.analyse(make_run([f"n{i:02d}" for i in range(8)], slow_ranks=[3]))
+    db.import_results(series.series_results(found, {"system": "aion", "partition": "batch", "method": "source", "toolchain": "2023b",
+                                                    "time": "2025-05-01T02:00:00+00:00"}), run_id="links")
+    data = report.build(run, db, {})
+    assert all(c.startswith("link: ") and "the link matrix of 2025-05-01 flagged node n03" in c
+               for c in data.causes.values())

@@ -13,3 +13,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 jobs=${MPIREGRESS_BUILD_JOBS:-${SLURM_CPUS_PER_TASK:-2}}
 mpiregress build --method "$MPIREGRESS_METHOD" --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --jobs "$jobs"
+
+# The default branch's builds are the A of later toolchain MRs' A/B runs: keep their manifests in
+# the system's manifest store (systems/<name>.yaml ab.manifest_store), keyed by branch. The install
+# prefixes they name stay where this build put them (MPIREGRESS_INSTALL_ROOT, per pipeline).
+if [ -n "${CI_COMMIT_BRANCH:-}" ] && [ "$CI_COMMIT_BRANCH" = "${CI_DEFAULT_BRANCH:-}" ]; then
+    "$MPIREGRESS_PYTHON" -m mpiregress.ab.sides keep "$MPIREGRESS_SYSTEM" "$MPIREGRESS_PARTITION" \
+        "$CI_COMMIT_BRANCH" "$MPIREGRESS_MANIFEST_DIR" "$MPIREGRESS_METHOD"
+fi

@@ -15,8 +15,8 @@ esac
 shopt -s nullglob
 results=("$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM"-*/results.json
          # The weekly link matrix's per-node and per-link series, and the noise series per node and layout.
-         "$MPIREGRESS_REPORTS_DIR/links-$MPIREGRESS_SYSTEM"-*/series.json
-         "$MPIREGRESS_REPORTS_DIR/noise-$MPIREGRESS_SYSTEM"-*/*/records.json)
+         "$MPIREGRESS_REPORTS_DIR/links-$MPIREGRESS_SYSTEM"-*/results.json
+         "$MPIREGRESS_REPORTS_DIR/noise-$MPIREGRESS_SYSTEM"-*/results.json)
 if [ ${#results[@]} -eq 0 ]; then
     echo "history: no results.json from the run jobs of $MPIREGRESS_SYSTEM: nothing measured to record" >&2
     exit 2

@@ -11,6 +11,12 @@ out="$MPIREGRESS_REPORTS_DIR/report-$MPIREGRESS_SYSTEM"
 mkdir -p "$out"
 shopt -s nullglob
 results=("$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM"-*/results.json)
+# The weekly link matrix: its series join the results, its heatmaps and bad-links CSVs the page.
+links=("$MPIREGRESS_REPORTS_DIR/links-$MPIREGRESS_SYSTEM"-*/)
+for folder in "${links[@]}"; do
+    [ -f "$folder/results.json" ] && results+=("$folder/results.json")
+    if [ -d "$folder/links" ]; then mkdir -p "$out/links" && cp -r "$folder/links/." "$out/links/"; fi
+done
 if [ ${#results[@]} -eq 0 ]; then
     msg="no results.json reached the report of $MPIREGRESS_SYSTEM: its run jobs failed before measuring (see their logs)"
     echo "report: $msg" >&2

@@ -3,7 +3,8 @@
 Causes, in the order they are tried (the first that fits names the cause):
 
 * **noise / link** - the noise probe (``{node: (efficiency, (low, high))}``) or the
-  link matrix (``{"bad_nodes": [...], "bad_links": [[n1, n2], ...]}``) flagged a node
+  link matrix (``{"bad_nodes": [...], "bad_links": [[n1, n2], ...], "measured": time}``, see
+  :func:`mpiregress.links.series.findings`) flagged a node
   or link the series ran on. For a paired verdict this is only a remark: A ran on
   the same nodes, so a noisy node cannot make B alone worse.
 * **build** - one build method only: B is worse than A for this method while the
@@ -30,7 +31,7 @@ from .paired import SeriesId, series_name
 FAILING: frozenset[str] = frozenset({"regression"})
 
 NoiseProbe = Mapping[str, tuple[float, tuple[float, float]]]   # node -> (efficiency, usual band)
-LinkFindings = Mapping[str, Sequence[Any]]                       # bad_nodes: [node], bad_links: [[a, b]]
+LinkFindings = Mapping[str, Any]        # bad_nodes: [node], bad_links: [[a, b]], measured: time (links.series)
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,13 @@ def flagged_nodes(nodes: Sequence[str], noise: Optional[NoiseProbe],
                 return "noise", (f"the noise probe flagged {node} (efficiency {efficiency:.2f}, usual "
                                  f"{low:.2f}-{_high:.2f})")
     if links:
+        matrix = f"the link matrix of {links['measured'][:10]}" if links.get("measured") else "the link matrix"
         bad = sorted(involved & set(links.get("bad_nodes", [])))
         if bad:
-            return "link", f"the link matrix flagged node {', '.join(bad)}"
+            return "link", f"{matrix} flagged node {', '.join(bad)}"
         for a, b in links.get("bad_links", []):
             if a in involved and b in involved:
-                return "link", f"the link matrix flagged the link {a}-{b}"
+                return "link", f"{matrix} flagged the link {a}-{b}"
     return "", ""
 
 
@@ -102,14 +104,16 @@ def _bad_vs_history(o: Observation, delta: float) -> bool:
     return o.b_vs_history is not None and o.b_vs_history > delta
 
 
+def needing_a_cause(observations: Sequence[Observation], min_effect: float = 0.03) -> list[Observation]:
+    """The series that get a cause: verdict regression, or A and B both worse than history. Callers read
+    the noise and link evidence only when there is one (it costs a scan of the history)."""
+    return [o for o in observations if o.verdict in FAILING or _system_suspect(o, min_effect)]
+
+
 def attribute(observations: Sequence[Observation], noise: Optional[NoiseProbe] = None,
               links: Optional[LinkFindings] = None, min_effect: float = 0.03) -> list[Cause]:
-    """One cause per failing series of ``observations`` (verdict regression, or A and B both worse than history)."""
-    causes = []
-    for o in observations:
-        if o.verdict in FAILING or _system_suspect(o, min_effect):
-            causes.append(_one(o, observations, noise, links, min_effect))
-    return causes
+    """One cause per series of :func:`needing_a_cause`."""
+    return [_one(o, observations, noise, links, min_effect) for o in needing_a_cause(observations, min_effect)]
 
 
 def _system_suspect(o: Observation, delta: float) -> bool:

@@ -132,3 +132,38 @@ def html(verdicts: Sequence[PairedVerdict], causes: Optional[Mapping[SeriesId, s
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
     return env.from_string(_HTML).render(**_context(rows(verdicts, causes), verdicts, config))
+
+
+def junit_xml(section_rows: Sequence[Row], suite: str = "mpiregress-ab") -> str:
+    """The A/B section as a JUnit document (GitLab's MR test widget): one testcase per series."""
+    import xml.etree.ElementTree as ET
+
+    cases = junit_cases(section_rows)
+    counts = {o: sum(c["outcome"] == o for c in cases) for o in ("failure", "error", "skipped")}
+    root = ET.Element("testsuites", name=suite, tests=str(len(cases)), failures=str(counts["failure"]),
+                      errors=str(counts["error"]))
+    tests = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=str(counts["failure"]),
+                          errors=str(counts["error"]), skipped=str(counts["skipped"]))
+    for row, case in zip(section_rows, cases, strict=True):
+        element = ET.SubElement(tests, "testcase", classname=case["classname"], name=case["name"], time="0")
+        if case["outcome"] in ("failure", "error"):
+            ET.SubElement(element, case["outcome"], type=row.verdict, message=case["message"]).text = case["message"]
+        elif case["outcome"] == "skipped":
+            ET.SubElement(element, "skipped", message=case["message"])
+        ET.SubElement(element, "system-out").text = (f"{row.verdict}: effect {row.effect_text}, interval "
+                                                     f"{row.interval_text}, {row.pairs} pairs: {row.reason}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def html_page(fragment: str, title: str, notes: Sequence[str] = ()) -> str:
+    """A self-contained HTML page around the A/B section, styled like the main report (its stylesheet)."""
+    from ..report.template import TEMPLATE
+
+    style = TEMPLATE[TEMPLATE.index("<style>"):TEMPLATE.index("</style>") + len("</style>")]
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{{ title }}</title>\n'
+        '{{ style|safe }}\n</head>\n<body>\n<h1>{{ title }}</h1>\n'
+        '{% for note in notes %}<p class="note">{{ note }}</p>\n{% endfor %}{{ fragment|safe }}</body>\n</html>\n'
+    ).render(title=title, style=style, notes=list(notes), fragment=fragment)

@@ -362,7 +362,7 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
         build_host={"hostname": str(stats.get("hostname", "")), "target": str(stats.get("cpu_arch_name", "")),
                     "vendor": str(stats.get("cpu_vendor", "")), "model": str(stats.get("cpu_model", ""))},
         env={"setup": [f"module use {modules_dir}", f"module load {records.module}"],
-             "modules": [records.module], "env_vars": {}},
+             "modules": [records.module], "env_vars": tc.runtime_env},
         extra={"module": records.module, "module_file": records.module_file,
                "ebroot_var": ebroot_var(OSU_NAME), "easyconfig_repository_copy": records.easyconfig,
                "easybuild_toolchain": f"{ebtc.get('name', '?')}/{ebtc.get('version', '?')}",

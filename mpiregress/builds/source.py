@@ -56,7 +56,8 @@ def build(options: BuildOptions) -> Manifest:
     bin_dir = prefix / BIN_SUBDIR
 
     expect = {"toolchain": tc.name, "osu_version": str(tc.osu["version"]), "sha256": sha256,
-              "prefix": str(prefix), "flags": flags, "compiler": compiler, "mpi": mpi}
+              "prefix": str(prefix), "flags": flags, "compiler": compiler, "mpi": mpi,
+              "env": {"setup": [], "modules": [], "env_vars": tc.runtime_env}}
     if not options.extra.get("rebuild"):
         existing, why = common.reusable(options.manifest_dir, METHOD, options.target, expect, BINARIES)
         if existing is not None:
@@ -99,7 +100,7 @@ def build(options: BuildOptions) -> Manifest:
         method=METHOD, toolchain=tc.name, osu_version=str(tc.osu["version"]), target=options.target,
         prefix=str(prefix), bin_dir=str(bin_dir), flags=flags, sha256=sha256, sha256_official=official,
         compiler=compiler, mpi=mpi, build_host=manifest_mod.host_record(),
-        env={"setup": [], "modules": [], "env_vars": {}},
+        env={"setup": [], "modules": [], "env_vars": tc.runtime_env},
         extra={"tarball": str(tarball), "build_dir": str(workdir), "build_log": str(log),
                "configure": configure, "system": options.system, "partition": options.partition},
         notes=notes, stack=stack, programs=programs,

@@ -215,7 +215,7 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
         # Spack checks the tarball against its package's sha256 (7.2: the official one) before building.
         sha256=str(tc.osu["sha256"]), sha256_official=True,
         compiler=compiler, mpi=mpi,
-        env={"setup": [], "modules": [], "env_vars": {}},
+        env={"setup": [], "modules": [], "env_vars": tc.runtime_env},
         extra={"spack_hash": str(root.get("hash", "")), "spack_env": env_name,
                "specfile_version": (spec.get("_meta") or {}).get("version") if isinstance(spec, Mapping) else None,
                "platform": str(arch.get("platform", "")), "platform_os": str(arch.get("platform_os", "")),

@@ -17,9 +17,11 @@ from typing import Optional
 
 TUNED = "tuned"
 
-_SELECT_NEW = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: new communicator: "
+# Not anchored at the line start: mpirun and srun forward each process' output in chunks, and
+# under load one process' line can start in the middle of another's unfinished one.
+_SELECT_NEW = re.compile(r"\[(?P<proc>[^\]]+)\] coll:base:comm_select: new communicator: "
                          r"(?P<comm>\S+) \(cid (?P<cid>\d+)\)")
-_SELECTING = re.compile(r"^\[(?P<proc>[^\]]+)\] coll:base:comm_select: selecting\s+(?P<name>\S+), "
+_SELECTING = re.compile(r"\[(?P<proc>[^\]]+)\] coll:base:comm_select: selecting\s+(?P<name>\S+), "
                         r"priority\s+(?P<prio>-?\d+), (?P<state>Enabled|Disabled)")
 _INVALID_ENUM = re.compile(
     r"An invalid value was supplied for an enum variable\.\s*"
@@ -62,7 +64,7 @@ def selections(text: str, communicator: str = "MPI_COMM_WORLD") -> list[Selectio
     current: dict[str, Selection] = {}
     found: list[Selection] = []
     for line in text.splitlines():
-        new = _SELECT_NEW.match(line)
+        new = _SELECT_NEW.search(line)
         if new:
             proc = new.group("proc")
             if new.group("comm") == communicator:
@@ -71,7 +73,7 @@ def selections(text: str, communicator: str = "MPI_COMM_WORLD") -> list[Selectio
             else:
                 current.pop(proc, None)
             continue
-        sel = _SELECTING.match(line)
+        sel = _SELECTING.search(line)
         if sel and sel.group("proc") in current and sel.group("state") == "Enabled":
             current[sel.group("proc")].enabled.append((sel.group("name"), int(sel.group("prio"))))
     return found

@@ -4,21 +4,19 @@ Reads the A/B result records (a JSON list, each tagged ``ab_side``/``ab_pair``, 
 :mod:`mpiregress.ab.plan`), judges every series by its paired log-ratios
 (:mod:`mpiregress.ab.paired`), falls back to the history gate for series with
 no A, names a cause for each failing series (:mod:`mpiregress.ab.attribution`,
-with the noise probe and link matrix findings when given) and writes the MR
+with the noise probe and the link matrix's bad nodes and links) and writes the MR
 report's A/B section.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
-from typing import Any, Optional
 
-from .. import jsonfile, paths
-from ..ab import attribution, paired
+from .. import jsonfile
+from ..ab import judge, paired
 from ..ab import report as ab_report
 from ..errors import InputError
-from ..gate import GateConfig
+from ..links import series as link_series
 from ..names import METRICS
 
 
@@ -29,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="history file, for series with no A and for 'system' attribution "
                         "(default: $MPIREGRESS_HISTORY_DB or var/history.sqlite, when it exists)")
     p.add_argument("--noise-probe", type=Path, help="JSON {node: [efficiency, [low, high]]} of this allocation")
-    p.add_argument("--links", type=Path, help="JSON {bad_nodes: [...], bad_links: [[a, b], ...]} of the link matrix")
+    p.add_argument("--links", type=Path,
+                   help="results.json of a link run (the links job's report folder); default: the run's own "
+                        "linktest series, else the latest link run of the system in the history")
     defaults = paired.PairedConfig()
     p.add_argument("--alpha", type=float, default=defaults.alpha, help="family-wise error over the MR's series")
     p.add_argument("--min-effect", type=float, default=defaults.min_effect["latency"],
@@ -39,36 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _history_inputs(records: list[dict[str, Any]], db: Optional[Path]) -> tuple[dict, dict, dict]:
-    """(runs for the gate fallback, A vs history, B vs history) per series, from the history file if any."""
-    path = Path(db) if db else paths.history_db()
-    if not path.exists():
-        return {}, {}, {}
-    from ..history import open_history
-
-    history = open_history(path)
-    runs: dict = {}
-    a_vs: dict = {}
-    b_vs: dict = {}
-    try:
-        groups: dict[Any, dict[str, list[float]]] = {}
-        for r in records:
-            if r.get("status") in ("pass", "fail") and r.get("value") is not None:
-                groups.setdefault(paired.series_key(r), {"A": [], "B": []})[r.get("ab_side", "B")].append(
-                    float(r["value"]))
-        for key, sides in groups.items():
-            points = history.series_runs(key, last=GateConfig().noise_runs)
-            runs[key] = [list(p.samples) for p in points]
-            if len(points) < GateConfig().min_runs:
-                continue
-            level = statistics.median(statistics.median(p.samples) for p in points[-GateConfig().last_runs:])
-            sign = -1 if METRICS[key.metric].higher_is_better else 1
-            for side, out in (("A", a_vs), ("B", b_vs)):
-                if sides[side]:
-                    out[key] = sign * (statistics.median(sides[side]) - level) / level
-    finally:
-        history.close()
-    return runs, a_vs, b_vs
+def link_findings(path: Path) -> dict:
+    """The bad nodes and links of a link run's results file (its linktest series)."""
+    found = jsonfile.read(path, "link run results file")
+    flagged = link_series.record_findings(r for r in found if isinstance(r, dict)) if isinstance(found, list) else None
+    if flagged is None:
+        raise InputError(f"link run results file {path} holds no linktest series (is it a link run's results.json?)")
+    return flagged
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,17 +53,14 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise InputError(f"A/B results file {args.results} is not a list of result records")
     config = paired.PairedConfig(alpha=args.alpha, min_effect={m: args.min_effect for m in METRICS})
-    history_runs, a_vs, b_vs = _history_inputs(records, args.db)
-    try:
-        verdicts = paired.judge(records, config, history=history_runs)
-    except KeyError as err:
-        raise InputError(f"A/B results file {args.results} has a record without {err}") from None
     noise = jsonfile.read(args.noise_probe, "noise probe record") if args.noise_probe else None
-    links = jsonfile.read(args.links, "link matrix findings") if args.links else None
+    links = link_findings(args.links) if args.links else None
     if noise is not None:
         noise = {node: (float(eff), (float(band[0]), float(band[1]))) for node, (eff, band) in noise.items()}
-    observations = [attribution.observation(v, a_vs.get(v.key), b_vs.get(v.key)) for v in verdicts]
-    causes = attribution.sentences(attribution.attribute(observations, noise, links, args.min_effect))
+    try:
+        verdicts, causes = judge.judge_run(records, args.db, config, noise, links)
+    except KeyError as err:
+        raise InputError(f"A/B results file {args.results} has a record without {err}") from None
     for row in ab_report.rows(verdicts, causes):
         print(f"{row.verdict:<12} {row.series:<48} {row.effect_text:>7} {row.interval_text:>17}  "
               f"{row.pairs} pairs")

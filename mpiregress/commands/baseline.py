@@ -8,9 +8,9 @@ from pathlib import Path
 from .. import paths
 from ..baselines import for_system
 from ..errors import OK, InputError
+from ..history import open_existing
 from ..names import SYSTEMS
 from ..propose import propose
-from .compare import open_existing
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
-from typing import Optional
 
 from .. import paths, report
+from ..errors import InputError
 from ..gate import GateConfig, load_baselines
-from ..history import History, open_history, read_results_file
+from ..history import open_existing, read_results_file
 from ..report import junit, markdown
 
 
@@ -26,14 +27,20 @@ def add_gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--z", type=float, default=defaults.z, help="one-sided threshold in robust sigmas")
 
 
+# Inclusive ranges of the gate's knobs, checked before anything is read: a zero --last has no level,
+# a zero --min-samples would judge a series with no new sample, a z of 0 fails every wobble.
+GATE_RANGES: dict[str, tuple[float, float]] = {
+    "--last": (1, 1000), "--min-runs": (0, 1000), "--min-samples": (1, 1000), "--z": (0.5, 20.0)}
+
+
 def gate_config(args: argparse.Namespace) -> GateConfig:
+    """The gate's knobs from the command line, or InputError naming the one out of range."""
+    values = {"--last": args.last, "--min-runs": args.min_runs, "--min-samples": args.min_samples, "--z": args.z}
+    for option, value in values.items():
+        low, high = GATE_RANGES[option]
+        if not (math.isfinite(value) and low <= value <= high):
+            raise InputError(f"{option} {value!r} is out of range: give a number from {low:g} to {high:g}")
     return GateConfig(last_runs=args.last, min_runs=args.min_runs, min_samples=args.min_samples, z=args.z)
-
-
-def open_existing(path: Optional[Path]) -> Optional[History]:
-    """The history at ``path`` if the file exists (judging never creates one), else None."""
-    path = Path(path) if path else paths.history_db()
-    return open_history(path) if path.exists() else None
 
 
 def _stacks() -> dict[str, str]:
@@ -45,12 +52,13 @@ def _stacks() -> dict[str, str]:
 
 
 def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportData:
+    config = gate_config(args)
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
     db_path = Path(args.db) if args.db else paths.history_db()
     history = open_existing(db_path)
     try:
-        data = report.build(results, history, books, gate_config(args), results_source=str(args.results),
+        data = report.build(results, history, books, config, results_source=str(args.results),
                             history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
                             with_trends=with_trends, stacks=_stacks())
     finally:
@@ -79,6 +87,8 @@ def print_table(data: report.ReportData) -> None:
         print(f"{v.verdict:<11} {v.name():<48} {new:>10} {ref:>10} {change:>7} {band:>6}  {v.basis}")
         if v.verdict != "pass":
             print(f"{'':<11} {v.reason}")
+        if data.cause(v):
+            print(f"{'':<11} likely cause: {data.cause(v)}")
     for note in data.notes:
         print(f"note: {note}")
     for finding in data.findings:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import results
 from ..errors import ERROR, OK, REGRESSION, InputError
-from ..links import analysis, figures, output, resultsfile, series, sitetopology
+from ..links import analysis, judge
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,29 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_analyze(args: argparse.Namespace) -> int:
     if args.ratio <= 1 or args.z <= 0:
         raise InputError("--ratio must be above 1 and --z above 0")
-    run = resultsfile.read(args.results)
-    if len(run.main) == 0:
-        raise InputError(f"{args.results} holds no measured pair" + (f" ({run.problem})" if run.problem else ""))
-    nodes = sorted(set(run.hosts))
-    switches = sitetopology.load_switches(args.switches, nodes) if args.switches else None
-    focus = sitetopology.parse_node_list(args.nodes, nodes)
-    result = analysis.analyse(run, switches, analysis.Thresholds(ratio=args.ratio, z=args.z, statistic=args.statistic))
-    out: Path = args.out
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"cannot create the output folder {out}: {err.strerror or err}") from None
-    output.write_matrices(result, out / "matrix.npz")
-    figures.heatmap(result, out / "heatmap.png")
-    figures.histogram(result, out / "histogram.png")
-    output.write_bad_links(result, out / "bad_links.csv")
-    lines = output.summary_lines(result, focus)
-    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    judged = judge.judge_file(args.results, args.out, analysis.Thresholds(ratio=args.ratio, z=args.z,
+                                                                          statistic=args.statistic),
+                              switches=args.switches, focus=args.nodes)
     if args.series:
         context = {"system": args.system, "partition": args.partition, "method": args.method}
-        args.series.write_text(results.dump(series.series_results(result, context)))
-    print("\n".join(lines))
-    print(f"outputs in {out}: matrix.npz heatmap.png histogram.png bad_links.csv summary.txt")
-    if run.problem:
+        args.series.write_text(results.dump([results.Result(**r) for r in judged.records(context)]))
+    print("\n".join(judged.summary))
+    print(f"outputs in {args.out}: {' '.join(judge.ARTIFACTS[1:])}")
+    if judged.problems:
         return ERROR
-    return REGRESSION if result.judged_bad else OK
+    return REGRESSION if judged.analysis.judged_bad else OK

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from .. import paths, toolchain
+from ..errors import InputError
 from ..names import FAMILIES, SYSTEMS
 from ..runner import RunOptions
 from ..runner import run as run_checks
@@ -25,9 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithms", help="comma-separated coll/tuned algorithm names, 'default' included "
                                          "(default: every one of the subset)")
     p.add_argument("--iterations", type=int, help="measured iterations per check (default: 1000)")
+    p.add_argument("--setvar", action="append", default=[], metavar="[CHECK.]NAME=VALUE",
+                   help="set a check variable (ReFrame -S), repeatable; e.g. LinktestCheck.nodes=64, "
+                        "LinktestCheck.nodelist=aion-[0001-0064] (checks/linktest.py)")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: reports/<system>)")
     p.add_argument("--dry-run", action="store_true", help="write the job scripts, submit nothing")
-    p.add_argument("--repeat", type=int, default=1, help="measure each check k times (median judged)")
+    p.add_argument("--repeat", default="1", help="measure each check k times (median judged); 'auto': k from "
+                                                  "the nodes' latest noise in the history (noise.verdict.repeats_for)")
     p.add_argument("--manifest-dir", type=Path, default=None)
     p.add_argument("--baselines-dir", type=Path, default=None)
     p.add_argument("--toolchain", type=Path, default=None)
@@ -37,11 +42,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source-mirror", type=Path, default=None,
                    help="folder with osu-micro-benchmarks-7.2.tar.gz (default: $OSU_SOURCE_MIRROR)")
     p.add_argument("--sha256", default=None, help="accept a site tarball with this sha256 (default: $OSU_SHA256)")
+    p.add_argument("--ab-against", metavar="DIR|auto", default=None,
+                   help="A/B run of a toolchain MR: B = --manifest-dir (the MR's builds), A = the target branch's "
+                        "builds in DIR, or 'auto' (the system's manifest store, else built at the merge base); "
+                        "A and B alternate in one job per series, judged by their pairs")
+    p.add_argument("--ab-pairs", type=int, default=5, help="A/B pairs per series (default 5)")
+    p.add_argument("--ab-branch", default=os.environ.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
+                   or os.environ.get("CI_DEFAULT_BRANCH") or "main",
+                   help="the branch A is built from (default: the MR's target branch, else main)")
     p.set_defaults(func=run)
 
 
 def _list(value):
     return [item.strip() for item in value.split(",") if item.strip()] if value else None
+
+
+def _repeat(value: str) -> int:
+    """--repeat k, or 1 for 'auto' (the runner chooses k before anything runs)."""
+    if value == "auto":
+        return 1
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"--repeat {value!r} is neither a whole number nor 'auto'") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,14 +75,15 @@ def run(args: argparse.Namespace) -> int:
         methods=_list(args.methods), metrics=_list(args.metrics), placements=_list(args.placements),
         families=_list(args.families) or [],
         collectives=_list(args.collectives), algorithms=_list(args.algorithms),
-        iterations=args.iterations,
+        iterations=args.iterations, setvars=list(args.setvar),
         report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
-        dry_run=args.dry_run, repeat=args.repeat,
+        dry_run=args.dry_run, repeat=_repeat(args.repeat), repeat_auto=args.repeat == "auto",
         manifest_dir=(args.manifest_dir or paths.manifest_dir()).resolve(),
         baselines_dir=(args.baselines_dir or paths.baselines_dir()).resolve(),
         toolchain_file=(args.toolchain or toolchain.default_path()).resolve(),
         allow_missing_baselines=args.allow_missing_baselines, build_missing=not args.no_build,
         source_mirror=mirror, sha256_override=args.sha256 or os.environ.get("OSU_SHA256") or None,
         pipeline=os.environ.get("CI_PIPELINE_ID", ""),
+        ab_against=args.ab_against, ab_pairs=args.ab_pairs, ab_branch=args.ab_branch,
     )
     return run_checks(opts)

@@ -83,6 +83,12 @@ class BadNode:
     pairs: int
     mean_ratio: float              # geometric mean over the node's pairs of (how many times worse than typical)
 
+    def sentence(self) -> str:
+        """'bad node node2 (rank 6): latency slow in 7 of its 7 pairs, 5.1x typical (geometric mean)'."""
+        ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
+        return (f"bad node {self.node} ({ranks}): {self.metric} slow in {self.slow_pairs} of its {self.pairs} "
+                f"pairs, {self.mean_ratio:.1f}x typical (geometric mean)")
+
 
 ATTRIBUTIONS = ("bad node", "bad link", "transient", "unconfirmed")
 
@@ -186,7 +192,8 @@ class LinkAnalysis:
 def node_index(hosts: list[str]) -> tuple[list[str], np.ndarray]:
     """Distinct node names (order of first appearance) and each rank's index into them."""
     nodes: dict[str, int] = {}
-    index = np.array([nodes.setdefault(h, len(nodes)) for h in hosts], dtype=np.int64)
+    # int32: a gather of it over every pair (the pair's node) is half the memory of an int64 one.
+    index = np.array([nodes.setdefault(h, len(nodes)) for h in hosts], dtype=np.int32)
     return list(nodes), index
 
 
@@ -224,6 +231,19 @@ def _badness(values: np.ndarray, median: float, sigma: float, higher_better: boo
         return values / median, (values - median) / sigma
 
 
+def _beyond(values: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, limit: np.ndarray,
+            higher_better: bool) -> np.ndarray:
+    """Per pair: is its value beyond its kind's ``limit`` (at or below it when higher is better)?"""
+    present = np.flatnonzero(kind_count)
+    compare = np.less_equal if higher_better else np.greater_equal
+    if len(present) == 1:
+        return compare(values, limit[present[0]])
+    slow = np.zeros(values.shape, dtype=bool)
+    for code in present:
+        slow |= compare(values, limit[code]) & (kind == code)
+    return slow
+
+
 def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             thresholds: Thresholds = Thresholds()) -> LinkAnalysis:
     """Classify, compare with typical, attribute. ``switches`` maps node -> switch (optional)."""
@@ -239,7 +259,8 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
                           first=first, columns=columns, missing_pairs=max(run.expected_pairs - len(main), 0))
     n = run.nranks
     peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
-    kind_count = np.bincount(kind, minlength=len(KINDS))
+    # Not np.bincount: it would first copy the int8 codes of every pair into an intp array.
+    kind_count = np.array([np.count_nonzero(kind == code) for code in range(len(KINDS))])
     stats: dict[str, tuple[np.ndarray, ...]] = {}
     for metric, (_, higher_better) in METRICS.items():
         values = first[metric]
@@ -258,15 +279,15 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             median, sigma = _robust_centre(vals)
             result.typical[(metric, KINDS[code])] = (median, sigma, int(kind_count[code]))
             med_of[code], sig_of[code] = median, sigma
-        # slow <=> ratio >= r and z >= Z <=> beyond one threshold per kind: one gather and one compare
-        # per pair; ratio and z are then computed for the slow pairs (and a bad rank's pairs) only.
+        # slow <=> ratio >= r and z >= Z <=> beyond one threshold per kind: a compare per pair against
+        # its kind's threshold (per kind, so no per-pair array of thresholds is ever made); ratio and z
+        # are then computed for the slow pairs (and a bad rank's pairs) only.
         with np.errstate(invalid="ignore"):
             if higher_better:
                 limit = np.minimum(med_of / thresholds.ratio, med_of - thresholds.z * sig_of)
-                slow = values <= limit[kind]
             else:
                 limit = np.maximum(med_of * thresholds.ratio, med_of + thresholds.z * sig_of)
-                slow = values >= limit[kind]
+            slow = _beyond(values, kind, kind_count, limit, higher_better)
         idx = np.flatnonzero(slow)
         ratio, z = _badness(values[idx], med_of[kind[idx]], sig_of[kind[idx]], higher_better)
         stats[metric] = (ratio, z, idx, med_of, sig_of)
@@ -274,6 +295,16 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         fraction = slow_count / np.maximum(peers, 1)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
         bad_mask = (peers >= 2) & (fraction > thresholds.majority)
+        # Two or more slow pairs meeting at one rank whose other ends are fine with everyone else
+        # are one fault at the shared end (its core, its HCA), not that many bad cables: a CPU hog
+        # on a rank's core slows some of its pairs past the threshold and not always most of them.
+        shared = slow_count >= 2
+        if shared.any():
+            partner = np.where(shared[a[idx]], b[idx], a[idx])
+            centre = np.where(shared[a[idx]], a[idx], b[idx])
+            lonely = slow_count[partner] == 1
+            explained = np.bincount(centre[lonely], minlength=n)
+            bad_mask |= shared & (explained == slow_count)
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
         if bad_mask.any():
             touching = np.flatnonzero(bad_mask[a] | bad_mask[b])
@@ -321,7 +352,7 @@ def node_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:
     keep = np.isfinite(values)
     na, nb = analysis.rank_node[analysis.a[keep]], analysis.rank_node[analysis.b[keep]]
     # One bincount over the pairs as stored, then symmetrised: no concatenated copy of N(N-1)/2 pairs.
-    keys = na * count + nb
+    keys = na.astype(np.int64) * count + nb   # int64: nodes² overflows the int32 node index past 46,340 nodes
     sums = np.bincount(keys, weights=values[keep], minlength=count * count).reshape(count, count)
     counts = np.bincount(keys, minlength=count * count).reshape(count, count)
     diagonal = np.diag(np.diag(sums)), np.diag(np.diag(counts))

@@ -63,9 +63,7 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         unit = METRICS[metric][0]
         lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma {sigma:.3g}, {count} pairs)")
     for node in analysis.bad_nodes:
-        lines.append(f"BAD NODE {node.node} (rank{'s' if len(node.ranks) > 1 else ''} "
-                     f"{', '.join(map(str, node.ranks))}): {node.metric} slow in {node.slow_pairs} of its "
-                     f"{node.pairs} pairs, {node.mean_ratio:.1f}x typical (geometric mean)")
+        lines.append("BAD NODE" + node.sentence()[len("bad node"):])
     for s in analysis.bad_links[:MAX_LISTED]:
         lines.append(f"BAD LINK {s.link()} (ranks {s.rank_a}-{s.rank_b}, {s.kind}): {s.metric} 1st {s.first:.4g} "
                      f"2nd {s.second:.4g} {s.unit}, typical {s.typical:.4g} ({s.ratio_first:.1f}x, then "

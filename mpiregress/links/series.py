@@ -1,6 +1,7 @@
 """Per-node and per-link summaries as result records (benchmark ``linktest``) for history and the gate."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 import numpy as np
@@ -27,7 +28,7 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
     conditions = {"nranks": analysis.run.nranks, "nodes": len(analysis.nodes),
                   "mode": "serial" if analysis.run.serial else "parallel",
                   "small_size": analysis.run.small_size, "large_size": analysis.run.large_size}
-    link_key = np.minimum(na, nb) * count + np.maximum(na, nb)
+    link_key = np.minimum(na, nb).astype(np.int64) * count + np.maximum(na, nb)   # int64: nodes² can pass 2³¹
     for metric, (unit, _) in METRICS.items():
         values = analysis.first[metric]
         finite = np.isfinite(values)
@@ -40,8 +41,7 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
                 continue
             judged = bad_node.get((node, metric))
             records.append(_record(context, {"node": node}, metric, unit, node_values[i][0], [], [node],
-                                   f"node {node} is slow in {judged.slow_pairs} of its {judged.pairs} pairs "
-                                   f"({judged.mean_ratio:.1f}x typical)" if judged else None, conditions))
+                                   judged.sentence() if judged else None, conditions))
         # Links of a bad node are the node's story (its own series); the other slow links get theirs.
         listed = analysis.slow_pairs({"bad link", "transient", "unconfirmed"})
         bad = {(s.node_a, s.node_b): s for s in listed if s.metric == metric and s.attribution == "bad link"}
@@ -58,8 +58,9 @@ def series_records(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
             median, sample = link_values[int(key)]
             records.append(_record(context, {"link": f"{a_name}--{b_name}"}, metric, unit, median, sample,
                                    [a_name, b_name],
-                                   f"link {a_name}--{b_name} is {judged_link.ratio_first:.1f}x then "
-                                   f"{judged_link.ratio_second or 0:.1f}x slower than typical" if judged_link else None,
+                                   f"bad link {a_name}--{b_name} (ranks {judged_link.rank_a}-{judged_link.rank_b}): "
+                                   f"{metric} {judged_link.ratio_first:.1f}x typical, "
+                                   f"{judged_link.ratio_second or 0:.1f}x on re-test" if judged_link else None,
                                    conditions))
     return records
 
@@ -113,3 +114,30 @@ def series_results(analysis: LinkAnalysis, context: dict[str, Any], all_links: b
         assert record["unit"] == METRIC_NAMES[record["metric"]].unit  # one unit per metric, project-wide
         results.append(Result(**record))
     return results
+
+
+def findings(series: Iterable[tuple[Mapping[str, Any], str]], measured: str = "") -> dict[str, Any]:
+    """What a link run flagged, for attribution, from its linktest series as (parameters, status):
+    ``{"bad_nodes": [node], "bad_links": [[a, b]], "measured": time}``. A failing node series is a
+    bad node and a failing link series (``a--b``) a bad link; nothing else is read."""
+    bad_nodes: set[str] = set()
+    bad_links: set[tuple[str, str]] = set()
+    for parameters, status in series:
+        if status != "fail":
+            continue
+        if "node" in parameters:
+            bad_nodes.add(str(parameters["node"]))
+        elif "link" in parameters:
+            a, _, b = str(parameters["link"]).partition("--")
+            bad_links.add((a, b))
+    return {"bad_nodes": sorted(bad_nodes), "bad_links": [list(link) for link in sorted(bad_links)],
+            "measured": measured}
+
+
+def record_findings(records: Iterable[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+    """:func:`findings` of the linktest records among result ``records``; None when there are none."""
+    own = [r for r in records if r.get("benchmark") == BENCHMARK]
+    if not own:
+        return None
+    return findings([(r.get("parameters") or {}, str(r.get("status"))) for r in own],
+                    measured=max(str(r.get("time") or "") for r in own))

@@ -65,9 +65,11 @@ def layout(name: str, info: dict[str, Any]) -> Layout | LayoutUnavailable:
         return LayoutUnavailable(name, f"the nodes have {threads} hardware thread per core (SMT off): "
                                        f"nothing to leave to the OS")
     cpus = topology.cores
-    # The first thread of each core: their siblings stay idle for the OS (Slurm's --hint
-    # cannot be combined with an explicit --cpu-bind, so the map says it).
-    return Layout(name, cpus, common + (f"--ntasks-per-node={len(cpus)}", f"--cpu-bind=map_cpu:{_list(cpus)}"))
+    # The first thread of each core: their siblings stay idle for the OS. Slurm's --hint cannot be
+    # combined with an explicit --cpu-bind; --threads-per-core=1 says the same to the step layout
+    # (one thread of each core) and the map pins it.
+    return Layout(name, cpus, common + (f"--ntasks-per-node={len(cpus)}", "--threads-per-core=1",
+                                        f"--cpu-bind=map_cpu:{_list(cpus)}"))
 
 
 def _list(cpus: tuple[int, ...]) -> str:

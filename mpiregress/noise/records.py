@@ -54,5 +54,5 @@ def to_records(run: RunNoise, **kwargs: Any) -> list[dict[str, Any]]:
 
 def probe_conditions(run: RunNoise) -> dict[str, Any]:
     """The noise probe's entry for a benchmark result's ``conditions``: per node, efficiency and largest detour."""
-    return {"noise_probe": [{"node": n.node, "efficiency": round(n.efficiency, 4),
-                             "max_detour_us": round(n.max_detour_us, 1)} for n in run.nodes]}
+    return {"noise": {n.node: {"efficiency": round(n.efficiency, 4), "max_detour_us": round(n.max_detour_us, 1)}
+                      for n in run.nodes}}

@@ -15,6 +15,7 @@ MIN_RUNS = 5             # probes of a node before its own band is trusted
 Z = 3.5                  # one-sided, as the gate's (many nodes are probed at once)
 MIN_BAND = 0.02          # an efficiency drop under 2 points is nobody's business
 NO_HISTORY_FLOOR = 0.90  # seed 004's noisy configuration sat well below it, quiet ones above
+PROBE_MARGIN = 2.0       # the probe's noise may differ from the benchmark's: allow twice its excess
 
 
 @dataclass(frozen=True)
@@ -39,33 +40,58 @@ def usual_band(node: str, history: Sequence[float]) -> UsualBand | None:
 def noisy_nodes(probe: Sequence[Mapping[str, float | str]],
                 history: Mapping[str, Sequence[float]]) -> list[str]:
     """'noisy: node X efficiency 0.82, usual 0.97' for each probed node outside its usual band."""
+    return [sentence for _, sentence in _outside_band(probe, history)]
+
+
+def _outside_band(probe: Sequence[Mapping[str, float | str]],
+                  history: Mapping[str, Sequence[float]]) -> list[tuple[float, str]]:
+    """(efficiency, sentence) of each probed node outside its usual band (or the floor without history)."""
     out = []
     for entry in probe:
         node, value = str(entry["node"]), float(entry["efficiency"])
         band = usual_band(node, history.get(node, ()))
         if band is not None:
             if value < band.low:
-                out.append(f"noisy: node {node} efficiency {value:.2f}, usual {band.centre:.2f}")
+                out.append((value, f"noisy: node {node} efficiency {value:.2f}, usual {band.centre:.2f}"))
         elif value < NO_HISTORY_FLOOR:
-            out.append(f"noisy: node {node} efficiency {value:.2f}, below {NO_HISTORY_FLOOR:.2f} "
-                       f"(fewer than {MIN_RUNS} earlier probes of this node)")
+            out.append((value, f"noisy: node {node} efficiency {value:.2f}, below {NO_HISTORY_FLOOR:.2f} "
+                               f"(fewer than {MIN_RUNS} earlier probes of this node)"))
     return out
+
+
+def explainable_slowdown(efficiencies: Sequence[float]) -> float:
+    """The largest slowdown noise alone can cause on nodes of these probe efficiencies.
+
+    A node of FWQ efficiency e loses about 1 - e of its time to noise, so work on it
+    stretches by 1/e; an exchange waits for both ends, so with the worst node at both
+    ends a measurement stretches by 1/e_worst^2. The probe runs beside the benchmark,
+    not during it, so twice that excess is allowed (``PROBE_MARGIN``).
+    """
+    worst = min(efficiencies)
+    return 1.0 + PROBE_MARGIN * (1.0 / worst ** 2 - 1.0) if worst > 0 else math.inf
 
 
 def reclassify(verdict: str, reason: str, nodelist: Sequence[str],
                probe: Sequence[Mapping[str, float | str]],
-               history: Mapping[str, Sequence[float]]) -> tuple[str, str]:
+               history: Mapping[str, Sequence[float]], slowdown: float | None = None) -> tuple[str, str]:
     """Turn a ``regression`` measured on a node noisier than usual into ``noisy``; leave the rest alone.
 
     Only the nodes the series ran on count: a noisy node elsewhere in the
-    allocation did not touch this measurement.
+    allocation did not touch this measurement. A ``slowdown`` (times slower than
+    the reference) beyond what that noise can explain stays a regression, with
+    the noise named beside it: a broken path on a noisy node is still broken.
     """
     if verdict != "regression":
         return verdict, reason
     on_nodes = [e for e in probe if str(e["node"]) in set(nodelist)]
-    sentences = noisy_nodes(on_nodes, history)
-    if not sentences:
+    noisy = _outside_band(on_nodes, history)
+    if not noisy:
         return verdict, reason
+    sentences = [sentence for _, sentence in noisy]
+    explained = explainable_slowdown([efficiency for efficiency, _ in noisy])
+    if slowdown is not None and slowdown > explained:
+        return verdict, (f"{reason}; {'; '.join(sentences)}, but noise of that level explains at most "
+                         f"{explained:.2f}x, not {slowdown:.2f}x")
     return "noisy", "; ".join(sentences) + f" (would otherwise be: {reason}); rerun on quiet nodes to judge"
 
 

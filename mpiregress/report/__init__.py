@@ -45,6 +45,11 @@ class ReportData:
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     notes: list[str] = field(default_factory=list)
     collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
+    causes: dict[SeriesKey, str] = field(default_factory=dict)   # one sentence per failing series
+
+    def cause(self, verdict: Verdict) -> str:
+        """Why a failing series failed (ab.attribution without A), or ''."""
+        return self.causes.get(verdict.key, "")
 
     @property
     def exit_code(self) -> int:
@@ -111,7 +116,27 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
                       baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
                       changes=changes, trends=trends, baselines=books, config=config,
                       results_source=results_source, history_source=history_source, history_runs=runs_count,
-                      notes=notes, collectives=collectives)
+                      notes=notes, collectives=collectives, causes=causes(results, verdicts, history))
+
+
+def causes(results: Sequence[Result], verdicts: Sequence[Verdict], history: Optional[History]
+           ) -> dict[SeriesKey, str]:
+    """One sentence per failing series of a run judged by the history gate: the A/B attribution with no A
+    (node, build, system, noise, link or unexplained), from the nodes each series ran on, the run's noise
+    probes and the latest link matrix of the partition."""
+    from ..ab import attribution, evidence
+
+    nodes: dict[SeriesKey, set[str]] = {}
+    for r in results:
+        nodes.setdefault(r.key(), set()).update(r.nodelist)
+    observations = [attribution.Observation(key=v.key, verdict=v.verdict, nodes=tuple(sorted(nodes.get(v.key, ()))),
+                                            b_vs_history=v.effect) for v in verdicts]
+    if not attribution.needing_a_cause(observations):
+        return {}
+    records = [r.to_dict() for r in results]
+    found = attribution.attribute(observations, evidence.probe_flags(records, history),
+                                  evidence.link_flags(records, history))
+    return attribution.sentences(found)
 
 
 def _collectives(results: Sequence[Result]) -> Optional[Analysis]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import jinja2
 from markupsafe import Markup
@@ -12,7 +13,8 @@ from ..coll import analysis
 from ..gate import format_value
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey
-from . import ReportData, figures
+from . import ReportData, figures, links
+from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
 
 
@@ -40,8 +42,8 @@ def _trend_worthy(key: SeriesKey, data: ReportData, system: str, partition: str,
     return key in data.changes or any(v.key == key and v.verdict != "pass" for v in data.verdicts)
 
 
-def render(data: ReportData) -> str:
-    """The HTML page for ``data`` as text."""
+def render(data: ReportData, base: Optional[Path] = None) -> str:
+    """The HTML page for ``data`` as text (``base``: the folder it is written to, for relative links)."""
     env = _environment()
     table = env.from_string(VERDICT_TABLE)
     by_key = {v.key: v for v in data.verdicts}
@@ -71,16 +73,19 @@ def render(data: ReportData) -> str:
     return env.from_string(TEMPLATE).render(
         data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,
-        verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)))
+        verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)),
+        # The link matrix's artifacts sit in the run folder, beside its results.json.
+        link_matrix=links.section(Path(data.results_source).parent if data.results_source else None, base))
 
 
 def write(data: ReportData, path: Path) -> Path:
     """Write the page, and beside it the coll/tuned rules files it offers for deployment."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(data))
+    path.write_text(render(data, path.parent))
     for dist, text in (data.collectives.rules.items() if data.collectives else ()):
         (path.parent / analysis.rules_name(dist)).write_text(text)
     return path

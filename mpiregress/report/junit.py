@@ -23,7 +23,9 @@ def render(data: ReportData) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"{k.system}.{k.partition}.{k.method}",
                              name=f"{k.label()}.{k.metric}".replace(" ", "."), time="0")
         if v.verdict == "regression":
-            ET.SubElement(case, "failure", type="regression", message=v.reason).text = v.reason
+            cause = data.cause(v)
+            ET.SubElement(case, "failure", type="regression", message=v.reason).text = \
+                f"{v.reason}\nlikely cause: {cause}" if cause else v.reason
         elif v.verdict == "error":
             ET.SubElement(case, "error", type="error", message=v.reason).text = v.reason
         elif v.verdict == "skip":

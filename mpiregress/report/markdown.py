@@ -45,6 +45,9 @@ def render(data: ReportData) -> str:
     attention = [v for v in data.verdicts if v.verdict not in ("pass", "skip")]
     if attention:
         lines += ["### Needs a look", "", HEADER, *(_row(v) for v in attention), ""]
+    if data.causes:
+        lines += ["### Likely cause", ""]
+        lines += [f"- {data.cause(v)}" for v in data.verdicts if data.cause(v)] + [""]
     if data.findings:
         lines += ["### Builds that disagree (cross-method)", ""]
         lines += [f"- {f.sentence()}" for f in data.findings] + [""]

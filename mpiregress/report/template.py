@@ -46,6 +46,9 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% if attention %}
 {{ verdict_table(attention) }}
 {% else %}<p class="empty">Every series passed (or was skipped with a reason).</p>{% endif %}
+{% if data.causes %}<h3>Likely cause</h3>
+<p class="meta">From what this run and the history measured: the nodes each series ran on, the run's noise probes, the latest link matrix and the other build methods on the same placement.</p>
+<ul class="findings">{% for v in data.verdicts if data.cause(v) %}<li>{{ data.cause(v) }}</li>{% endfor %}</ul>{% endif %}
 
 <h2>Builds that disagree (cross-method consistency)</h2>
 <p class="meta">All builds use one toolchain, so on the same placement they should agree within run-to-run noise.</p>
@@ -86,6 +89,9 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% for dist, text in coll.rules.items() %}<details><summary>coll/tuned dynamic rules file, {{ dist }} (deployable: {{ rules_name(dist) }} beside this report)</summary><pre>{{ text }}</pre></details>{% endfor %}
 {% endif %}
 
+{{ link_matrix }}
+{{ noise_section }}
+
 <h2>Trends</h2>
 {% if trend_figures %}
 <p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run.</p>
@@ -98,7 +104,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 </details>
 
 <h2>How verdicts are made</h2>
-<p>Each series (system, partition, method, benchmark, parameters, metric) is judged on the median of its k ≥ {{ data.config.min_samples }} new samples against the median of the last {{ data.config.last_runs }} accepted (scheduled or merged) runs. The band is max({{ data.config.z }} × the robust run-to-run noise (MAD of consecutive run medians, last {{ data.config.noise_runs }} runs), 3 %), one-sided: only the hurting side fails (<b>regression</b>); beyond the band on the good side is an <b>improvement</b>, meaning the history or baseline is stale. A series whose band would exceed {{ "%.0f%%"|format(data.config.max_band * 100) }}, or whose new samples scatter far more than its history, is <b>noisy</b>. With fewer than {{ data.config.min_runs }} accepted runs the baselines file's band is used, and the verdict says so. Only regression and error fail the pipeline.</p>
+<p>Each series (system, partition, method, benchmark, parameters, metric) is judged on the median of its k ≥ {{ data.config.min_samples }} new samples against the median of the last {{ data.config.last_runs }} accepted (scheduled or merged) runs. The band is max({{ data.config.z }} × the robust run-to-run noise (MAD of consecutive run medians, last {{ data.config.noise_runs }} runs), 3 %), one-sided: only the hurting side fails (<b>regression</b>); beyond the band on the good side is an <b>improvement</b>, meaning the history or baseline is stale. A series whose band would exceed {{ "%.0f%%"|format(data.config.max_band * 100) }}, or whose new samples scatter far more than its history, is <b>noisy</b>; so is a regression measured on a node whose noise probe (FWQ in the benchmark's job) is below that node's usual band. With fewer than {{ data.config.min_runs }} accepted runs the baselines file's band is used, and the verdict says so. Only regression and error fail the pipeline.</p>
 </body>
 </html>
 """

@@ -132,6 +132,9 @@ def fast_specs(root: Path) -> list[Spec]:
                                     "--report-dir", str(root / "r-iter")], lambda: report_state(root / "r-iter")),
         ("run --repeat 0", 2, ["run", "--system", "local", "--repeat", "0", "--report-dir", str(root / "r-repeat")],
          lambda: report_state(root / "r-repeat")),
+        ("compare --min-samples 0", 2, ["compare", str(f["good"]), "--min-samples", "0", *db], lambda: ""),
+        ("report --gate --z nan", 2, ["report", str(f["good"]), "--gate", "--z", "nan", "--out-dir", str(out), *db],
+         lambda: ""),
     ]
     return specs
 

@@ -1,6 +1,6 @@
 /*
  * Test-only fault injector (LD_PRELOAD): delays MPI_Send on chosen links, through PMPI.
- *   LINKFAULT_PAIR=a,b      delay every send between world ranks a and b (a slow link)
+ *   LINKFAULT_PAIR=a,b      delay every send between world ranks a and b (a slow link; or a-b)
  *   LINKFAULT_RANK=r        delay every send from or to world rank r (a slow node/rank)
  *   LINKFAULT_DELAY_US=us   the delay per message (default 1000)
  * Lives under tests/ only: the product never loads it.
@@ -18,7 +18,8 @@ static void setup(void)
 {
     const char *pair = getenv("LINKFAULT_PAIR"), *rank = getenv("LINKFAULT_RANK");
     const char *delay = getenv("LINKFAULT_DELAY_US");
-    if (pair && sscanf(pair, "%d,%d", &pair_a, &pair_b) != 2)
+    /* "a,b" or "a-b" (ReFrame's -S env_vars=K:V,K:V syntax has no room for a comma) */
+    if (pair && sscanf(pair, "%d,%d", &pair_a, &pair_b) != 2 && sscanf(pair, "%d-%d", &pair_a, &pair_b) != 2)
         pair_a = pair_b = -1;
     if (rank)
         slow_rank = atoi(rank);

@@ -1,0 +1,146 @@
+"""A/B point-to-point check of a toolchain MR: A (the target branch's build) and B (the MR's)
+alternate in ONE job, on the same nodes, with the same binding.
+
+One test per series (metric x placement x build method). Its job runs k pairs in the
+balanced order of :func:`mpiregress.ab.plan.interleaved_order` (A B | B A | ...): each step is
+its own srun of the side's binary, in a subshell that applies that side's manifest
+environment (setup lines, env_vars) and clears the other side's variables, so the
+toolchain's environment is the one thing that differs. Every step's output is kept
+(``ab-<pair>-<side>.out/.err`` in the stage folder) and becomes one sample in ``measured``
+with its side, pair and position (``conditions``), or an error sample saying why; the
+pairing and the verdict are :mod:`mpiregress.ab.paired`'s, run by ``mpiregress run
+--ab-against``. Without an A build (``MPIREGRESS_AB_MANIFEST_DIR`` empty) the job runs B
+k times and the series fall back to the history gate.
+"""
+import os
+import shlex
+from pathlib import Path
+
+import reframe as rfm
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from mpiregress import launch, manifest, osu_output, topology
+from mpiregress.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
+from mpiregress.checkbase import OsuCheckBase
+from mpiregress.names import MEASURED_ITERATIONS, PLACEMENTS, PT2PT
+
+STEP_MARK = 'mpiregress-ab-step'
+
+
+@rfm.simple_test
+class OsuAbCheck(OsuCheckBase):
+    metric = parameter(list(PT2PT))
+    placement = parameter(list(PLACEMENTS))
+    num_tasks = 2
+    time_limit = '30m'
+    ab_manifest_dir = variable(str, value=os.environ.get('MPIREGRESS_AB_MANIFEST_DIR', ''))
+    ab_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_PAIRS') or DEFAULT_PAIRS))
+    ab_order = variable(list, value=[])       # [[position, pair, side], ...] as run
+
+    @run_after('init')
+    def describe(self):
+        spec = PT2PT[self.metric]
+        self.benchmark = spec.benchmark
+        self.series_parameters = {'placement': self.placement, 'size': spec.size}
+        self.descr = f'A/B {spec.benchmark} {spec.size} B, {self.placement}, {self.build_method} build'
+        self.tags = {'osu', 'ab', self.metric, self.placement, self.build_method}
+
+    @run_after('setup')
+    def place_ranks(self):
+        self.place_two_ranks(self.placement)
+
+    @run_after('setup')
+    def select_a(self):
+        """A: the build of the same method and target in the A folder; none there: B alone."""
+        b = self.build
+        self.sides = {'B': b}
+        if self.ab_manifest_dir:
+            same = [m for m in manifest.find(Path(self.ab_manifest_dir), self.build_method) if m.target == b.target]
+            if same:
+                self.sides['A'] = same[0]
+        if 'A' in self.sides:
+            order = interleaved_order(self.ab_pairs)
+        else:
+            order = [Step(position=i, pair=i, side='B') for i in range(self.ab_pairs)]
+        self.ab_order = [[s.position, s.pair, s.side] for s in order]
+        # Each side's environment goes on its own steps only (run_steps), never on the whole job.
+        self.modules = []
+        for name in b.env.get('env_vars', {}):
+            self.env_vars.pop(name, None)
+
+    def step_line(self, position, pair, side):
+        """One step: the side's environment in a subshell, its srun, its output files, its exit code."""
+        spec = PT2PT[self.metric]
+        build = self.sides[side]
+        binary = str(build.binary(spec.benchmark))
+        args = ['-m', f'{spec.size}:{spec.size}', '-x', str(self.warmup), '-i', str(self.iterations)]
+        step = launch.pt2pt_step(self.binding, self.num_cpus_per_task, shlex.quote(binary), args,
+                                 self.site_launcher_options())
+        names = sorted({n for m in self.sides.values() for n in m.env.get('env_vars', {})})
+        env = ([f'unset {" ".join(names)}'] if names else []) + list(build.env.get('setup', [])) + [
+            f'export {n}={shlex.quote(str(v))}' for n, v in build.env.get('env_vars', {}).items()]
+        # The partition's step timeout bounds the two-node step's teardown hang (see systems/local.yaml);
+        # a one-node step has none, and bounding it would cut a slow B (the very regression) short.
+        timeout = self.current_partition.extras.get('step_timeout') if self.binding.nodes == 2 else None
+        bounded = (f'timeout -k 10 {max(60, int(timeout * self.iterations / MEASURED_ITERATIONS))} '
+                   if timeout else '')
+        run = f'{bounded}srun {" ".join(step.options)} {shlex.quote(binary)} {" ".join(step.executable_opts)}'
+        stem = f'ab-{pair}-{side}'
+        return f'( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; echo "{STEP_MARK} {position} {pair} {side} $?"'
+
+    @run_after('setup')
+    def set_launch(self):
+        # The steps are the job: ReFrame's own launch is a no-op marker after them.
+        self.job.launcher = getlauncher('local')()
+        self.executable = 'echo'
+        self.executable_opts = [f'{STEP_MARK}-done']
+        self.prerun_cmds = self.guard_commands(self.binding.nodes, with_setup=False) + [
+            self.step_line(*s) for s in self.ab_order]
+        # Every step's own output survives the run (ReFrame's output folder), not only its value.
+        self.keep_files = [f'ab-{pair}-{side}.{ext}' for _, pair, side in self.ab_order for ext in ('out', 'err')]
+
+    def step_sample(self, position, pair, side, rc):
+        """The measured sample of one step, or an error sample with its reason."""
+        spec = PT2PT[self.metric]
+        stem = f'ab-{pair}-{side}'
+        out, err = self.read_stage_file(f'{stem}.out'), self.read_stage_file(f'{stem}.err')
+        conditions = {'ab_side': side, 'ab_pair': pair, 'ab_position': position,
+                      'ab_manifest': str(self.sides[side].path)}
+        sample = {'benchmark': self.benchmark, 'parameters': self.series_parameters, 'metric': self.metric,
+                  'value': None, 'status': 'error', 'conditions': conditions}
+        if rc is None:
+            job_err = self.read_stage_file(self.job.stderr)
+            sample['reason'] = (osu_output.infrastructure_reason(job_err) or
+                                'not run: the job ended before this step (time limit or lost allocation)')
+            return sample
+        reason = osu_output.failure_reason(out + '\n' + err)
+        if reason is None:
+            try:
+                sample['value'] = osu_output.parse(out).value(spec.size)
+            except (osu_output.OsuOutputError, KeyError, ValueError) as parse_error:
+                reason = str(parse_error) or f'{spec.benchmark} printed no {spec.size} B row'
+        reason = reason or topology.verify(self.binding, err)
+        if reason:
+            # Reason first: Slurm's own words (a lost node) must stay recognisable as infrastructure.
+            sample.update(value=None, reason=f'{reason} ({side} step of pair {pair}, exit {rc})')
+        else:
+            sample['status'] = 'pass'
+        return sample
+
+    @sanity_function
+    def assert_measured(self):
+        # Not the base's: a job-level fault (a lost node, the time limit) must not discard the steps
+        # measured before it; each step is judged from its own output files instead.
+        out, _ = self.read_job_output()
+        codes = {}
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) == 5 and fields[0] == STEP_MARK:
+                codes[int(fields[1])] = int(fields[4])
+        self.measured = [self.step_sample(position, pair, side, codes.get(position))
+                         for position, pair, side in self.ab_order]
+        if not any(m['status'] == 'pass' for m in self.measured):
+            raise SanityError(f'no A/B step measured: {self.measured[0].get("reason", "?")}')
+        return True

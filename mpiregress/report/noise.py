@@ -1,0 +1,144 @@
+"""The report's "Node noise" section: the placement experiments, their recommendation, findings,
+spectra and the kernel's view (the FWQ check's results), and the probe in every benchmark's job.
+"""
+from __future__ import annotations
+
+import base64
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from ..noise import probe, records
+from ..noise.verdict import MIN_BAND
+from ..results import Result
+
+LABELS = {"all_cores": "all cores", "one_free_per_socket": "one core per socket left free",
+          "smt": "SMT siblings left free"}
+ADVICE = {"one_free_per_socket": "leave one core per socket free", "smt": "leave the SMT siblings free"}
+
+
+@dataclass
+class Partition:
+    """One partition's placement experiments."""
+
+    name: str
+    efficiency: dict[str, float] = field(default_factory=dict)      # layout -> mean over nodes
+    nodes: dict[str, dict[str, float]] = field(default_factory=dict)  # layout -> node -> efficiency
+    skipped: dict[str, str] = field(default_factory=dict)            # layout -> why
+    findings: dict[str, list[str]] = field(default_factory=dict)
+    rtla: dict[str, str] = field(default_factory=dict)
+    spectra: dict[str, str] = field(default_factory=dict)            # layout -> base64 PNG
+    problems: list[str] = field(default_factory=list)
+    single_rank: set[str] = field(default_factory=set)               # layouts of one rank a node: efficiency 1
+
+    @property
+    def recommendation(self) -> str:
+        said = recommendation({k: v for k, v in self.efficiency.items() if k not in self.single_rank})
+        for layout in sorted(self.single_rank):
+            said += (f" ({LABELS.get(layout, layout)} leaves one rank a node here, whose efficiency is 1 by "
+                     f"definition: not compared)")
+        return said
+
+
+def recommendation(efficiency: Mapping[str, float]) -> str:
+    """The sentence an admin acts on, from the mean node efficiency of each layout measured."""
+    base = efficiency.get("all_cores")
+    if base is None:
+        return "no all-cores run to compare with: no recommendation"
+    better = {k: v for k, v in efficiency.items() if k in ADVICE}
+    if not better:
+        return f"all cores: efficiency {base:.2f}; no other layout could run here to compare"
+    layout, best = max(better.items(), key=lambda item: item[1])
+    if best - base >= MIN_BAND:
+        return f"{ADVICE[layout]}: efficiency {base:.2f} → {best:.2f}"
+    return (f"use all cores: {LABELS[layout]} gains {best - base:+.3f} in efficiency ({base:.2f} → {best:.2f}), "
+            f"less than {MIN_BAND:.2f}")
+
+
+def _png(path: Path) -> str:
+    try:
+        return base64.b64encode(path.read_bytes()).decode("ascii")
+    except OSError:
+        return ""
+
+
+def experiments(results: Sequence[Result], base: Path = Path(".")) -> list[Partition]:
+    """The FWQ check's results, per system/partition; ``base``: the run's report folder (artifacts are relative)."""
+    parts: dict[str, Partition] = {}
+    for r in results:
+        if r.benchmark != records.BENCHMARK:
+            continue
+        part = parts.setdefault(f"{r.system}/{r.partition}", Partition(f"{r.system}/{r.partition}"))
+        layout = str(r.parameters.get("layout"))
+        if r.status == "skip":
+            part.skipped[layout] = r.reason
+        elif r.status == "error":
+            part.problems.append(f"{LABELS.get(layout, layout)}: {r.reason}")
+        if r.metric == "efficiency" and r.value is not None and r.status in ("pass", "fail"):
+            part.nodes.setdefault(layout, {})[str(r.parameters.get("node"))] = r.value
+            c = r.conditions
+            if len(c.get("cores") or ()) == 1:
+                part.single_rank.add(layout)
+            part.findings.setdefault(layout, list(c.get("findings") or []))
+            if c.get("rtla"):
+                part.rtla[layout] = str(c["rtla"])
+            if c.get("artifacts") and layout not in part.spectra:
+                part.spectra[layout] = _png(base / c["artifacts"] / "spectrum.png")
+    for part in parts.values():
+        part.efficiency = {layout: statistics.mean(nodes.values()) for layout, nodes in part.nodes.items()}
+    return [parts[k] for k in sorted(parts)]
+
+
+def probes(results: Sequence[Result]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Per node the worst probe efficiency and largest detour over the run's benchmarks, and why some were not."""
+    nodes: dict[str, dict[str, float]] = {}
+    why: set[str] = set()
+    for r in results:
+        if r.benchmark == records.BENCHMARK or "noise" not in r.conditions:
+            continue
+        if isinstance(r.conditions["noise"], str):
+            why.add(r.conditions["noise"])
+        for e in probe.probed(r.conditions):
+            seen = nodes.setdefault(f"{r.system}/{r.partition} {e['node']}",
+                                    {"efficiency": e["efficiency"], "max_detour_us": 0.0, "probes": 0})
+            seen["efficiency"] = min(seen["efficiency"], e["efficiency"])
+            seen["max_detour_us"] = max(seen["max_detour_us"], float(e.get("max_detour_us") or 0.0))
+            seen["probes"] += int(e.get("probes") or 1)
+    return nodes, sorted(why)
+
+
+SECTION = r"""<h2>Node noise</h2>
+{% if not parts and not probed and not unprobed %}<p class="empty">No FWQ measurement in these results (the noise family runs weekly; the probe runs in each benchmark's job).</p>{% endif %}
+{% for part in parts %}
+<h3>{{ part.name }}: placement experiments (FWQ, one rank per core, seed 004)</h3>
+<p><b>Recommendation: {{ part.recommendation }}.</b></p>
+<table><tr><th>layout</th><th>efficiency (mean of nodes)</th><th>per node</th></tr>
+{% for layout, eff in part.efficiency.items() %}<tr><td>{{ labels.get(layout, layout) }}</td><td class="num">{{ "%.3f"|format(eff) }}</td><td>{% for n, v in part.nodes[layout].items() %}{{ n }} {{ "%.3f"|format(v) }} {% endfor %}</td></tr>
+{% endfor %}{% for layout, why in part.skipped.items() %}<tr><td>{{ labels.get(layout, layout) }}</td><td colspan="2">skipped: {{ why }}</td></tr>
+{% endfor %}</table>
+{% for p in part.problems %}<p class="note">{{ p }}</p>{% endfor %}
+{% for layout, lines in part.findings.items() %}<h4>{{ labels.get(layout, layout) }}</h4>
+<div style="display:flex;gap:1em;flex-wrap:wrap"><div style="flex:1;min-width:30em"><ul class="findings">{% for f in lines %}<li>{{ f }}</li>{% endfor %}</ul>
+<p class="meta">{{ part.rtla.get(layout, "kernel cross-check (rtla osnoise): not recorded") }}</p></div>
+{% if part.spectra.get(layout) %}<div><img alt="spectrum {{ layout }}" src="data:image/png;base64,{{ part.spectra[layout] }}"></div>{% endif %}</div>
+{% endfor %}
+{% endfor %}
+{% if probed or unprobed %}<h3>Noise probe in each benchmark's job (right after it, on its nodes)</h3>
+{% if probed %}<table><tr><th>node</th><th>worst efficiency</th><th>largest detour (us)</th><th>probes</th></tr>
+{% for node, p in probed.items() %}<tr><td>{{ node }}</td><td class="num">{{ "%.3f"|format(p.efficiency) }}</td><td class="num">{{ "%.0f"|format(p.max_detour_us) }}</td><td class="num">{{ p.probes }}</td></tr>
+{% endfor %}</table>{% endif %}
+{% for w in unprobed %}<p class="note">{{ w }}</p>{% endfor %}
+{% endif %}
+"""
+
+
+def render(results: Sequence[Result], base: Path = Path(".")) -> Markup:
+    """The section's HTML (autoescaped: reasons and findings are data); ``base`` as for :func:`experiments`."""
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    probed, unprobed = probes(results)
+    return Markup(env.from_string(SECTION).render(parts=experiments(results, base), probed=probed, unprobed=unprobed,
+                                                   labels=LABELS))

@@ -1,0 +1,117 @@
+"""The A/B check for real: `mpiregress run --ab-against` on the local Slurm with the OSU test double.
+
+A and B are the same double build under two manifests (an MR that changes nothing), so the
+job's interleaved order, the samples it keeps and the paired verdict can be checked end to
+end; a B whose environment makes every rank die (the double's SIGILL hook) is the crashed side.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from helpers.e2e import pipeline  # noqa: F401  (fixture)
+from shared import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# --no-build: B is the manifest given, as in the A/B job (never rebuilt over).
+FAST = ["--methods", "source", "--metrics", "latency", "--placements", "same_numa", "--iterations", "100", "--no-build"]
+
+
+def cli(env, *args):
+    return subprocess.run([sys.executable, "-m", "mpiregress", *args], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def builds(pipeline, tmp_path_factory):  # noqa: F811
+    """B: the double's source build (its manifest folder); A: a copy of its manifest elsewhere."""
+    done = cli(pipeline, "build", "--method", "source", "--system", "local", "--partition", "batch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    b_manifest = Path(done.stdout.strip().splitlines()[-1])
+    root = tmp_path_factory.mktemp("ab-builds")
+    a_dir = root / "a"
+    a_dir.mkdir()
+    data = json.loads(b_manifest.read_text())
+    # A's own environment, to see it applied to A's steps only.
+    data["env"]["env_vars"] = {"OMPI_MCA_mpi_yield_when_idle": "0"}
+    (a_dir / b_manifest.name).write_text(json.dumps(data))
+    return {"a": a_dir, "b": b_manifest.parent, "b_manifest": b_manifest}
+
+
+def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipeline, builds, tmp_path):  # noqa: F811
+    report = tmp_path / "r"
+    done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-pairs", "4", "--ab-against", str(builds["a"]),
+               "--manifest-dir", str(builds["b"]), "--report-dir", str(report))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
+    samples.sort(key=lambda r: r["ab_position"])
+    assert "".join(r["ab_side"] for r in samples) == "ABBAABBA"
+    assert [r["ab_pair"] for r in samples] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all(r["status"] == "pass" and r["value"] > 0 and r["nodelist"] == ["node1"] for r in samples), samples
+    assert {r["ab_manifest"] for r in samples if r["ab_side"] == "A"} == {str(builds["a"] / builds["b_manifest"].name)}
+    assert {r["ab_manifest"] for r in samples if r["ab_side"] == "B"} == {str(builds["b_manifest"])}
+    # results.json keeps every sample too, side and pair in conditions.
+    kept = json.loads((report / "results.json").read_text())
+    assert sorted((r["conditions"]["ab_pair"], r["conditions"]["ab_side"]) for r in kept) == \
+        sorted((r["ab_pair"], r["ab_side"]) for r in samples)
+    # One job, A's environment on A's steps only.
+    (script,) = (report / "reframe").rglob("rfm_job.sh")  # the output folder keeps it
+    steps = [line for line in script.read_text().splitlines() if "mpiregress-ab-step" in line and "srun" in line]
+    assert len(steps) == 8
+    assert "# OSU MPI Latency Test" in (script.parent / "ab-3-A.out").read_text()   # each step's output kept
+    for line in steps:
+        a_step = ">ab-" in line and "-A.out" in line
+        assert ("export OMPI_MCA_mpi_yield_when_idle=0" in line) == a_step, line
+        assert line.startswith("( unset OMPI_MCA_mpi_yield_when_idle;"), line
+    # The verdict, in every report.
+    summary = (report / "summary.md").read_text()
+    assert "A/B on the same nodes" in summary and "local/batch source same_numa latency" in summary
+    assert f"A is the build in {builds['a']}" in summary
+    (case,) = ET.parse(report / "junit.xml").getroot().iter("testcase")
+    assert case.get("classname") == "ab.local.batch" and case.find("failure") is None and case.find("error") is None
+    assert "4 pairs" in case.find("system-out").text
+    html = (report / "report.html").read_text()
+    assert "<section class=\"ab\">" in html and "same_numa" in html
+    assert (report / "reframe-junit.xml").exists()
+
+
+def test_a_b_side_that_crashes_drops_its_pairs_keeps_a_and_says_why(pipeline, builds, tmp_path):  # noqa: F811
+    b_dir = tmp_path / "b"
+    b_dir.mkdir()
+    data = json.loads(builds["b_manifest"].read_text())
+    data["env"]["env_vars"] = {"OSU_DOUBLE_ILLEGAL_INSTRUCTION": "1"}   # every B rank dies of SIGILL
+    (b_dir / builds["b_manifest"].name).write_text(json.dumps(data))
+    report = tmp_path / "r"
+    done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-pairs", "2", "--ab-against", str(builds["a"]),
+               "--manifest-dir", str(b_dir), "--report-dir", str(report))
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
+    samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
+    assert sorted(r["status"] for r in samples if r["ab_side"] == "A") == ["pass", "pass"]
+    b_side = [r for r in samples if r["ab_side"] == "B"]
+    assert len(b_side) == 2 and all(r["status"] == "error" and "illegal instruction" in r["reason"] for r in b_side)
+    summary = (report / "summary.md").read_text()
+    assert "only 0 complete A/B pair(s) of 2" in summary and "B error" in summary
+    assert "Traceback" not in done.stderr
+
+
+def test_mismatched_a_and_b_stop_before_any_job_with_one_sentence(pipeline, builds, tmp_path):  # noqa: F811
+    a_dir = tmp_path / "a"
+    a_dir.mkdir()
+    data = json.loads(builds["b_manifest"].read_text())
+    other = "broadwell" if data["target"] != "broadwell" else "zen2"
+    data["target"] = other
+    (a_dir / f"source-{other}.json").write_text(json.dumps(data))
+    report = tmp_path / "r"
+    done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-against", str(a_dir),
+               "--manifest-dir", str(builds["b"]), "--report-dir", str(report))
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "A and B were built for different targets" in done.stderr and "Traceback" not in done.stderr
+    assert not (report / "reframe-report.json").exists()
+    shutil.rmtree(report, ignore_errors=True)
