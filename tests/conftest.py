@@ -6,15 +6,19 @@ it, and it is stopped (by the PIDs in its pid files) when the session ends.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import tempfile
+import time
+import warnings
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from mpiregress.errors import InfrastructureError
-from mpiregress.local_cluster import REQUIRED_TOOLS, LocalCluster
+from mpiregress.local_cluster import NODES, REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 
 # Tools the tests themselves call on top of what the cluster needs.
 _TEST_TOOLS = ("srun", "sbatch", "mpicc")
@@ -48,3 +52,47 @@ def local_cluster() -> Iterator[LocalCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _slurm(cluster: LocalCluster, *argv: str) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **cluster.client_env()})
+    return done.stdout
+
+
+def leftovers(cluster: LocalCluster, wait: float = 60) -> list[str]:
+    """Jobs still queued and nodes not usable after a test; cancelled and resumed, each said in a sentence.
+
+    A test that leaves a job running or a node drained would make every later test on the
+    session's cluster wait for its own time limit: the suite would hang instead of failing.
+    """
+    deadline = time.monotonic() + wait
+    jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").split()
+    while jobs and time.monotonic() < deadline:   # a job of the test may still be completing
+        time.sleep(1)
+        jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").split()
+    said = []
+    if jobs:
+        _slurm(cluster, "scancel", *[j.split("|")[0] for j in jobs])
+        deadline = time.monotonic() + 30
+        while _slurm(cluster, "squeue", "-h").strip() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        said.append(f"the test left Slurm job(s) {', '.join(jobs)} after {wait:.0f} s; cancelled")
+    reasons = dict(line.split("|", 1) for line in _slurm(cluster, "sinfo", "-h", "-N", "-o", "%N|%E").splitlines()
+                   if "|" in line)
+    states = cluster.nodes()
+    for node in NODES:
+        state = states.get(node, {}).get("state", "missing")
+        if state not in USABLE_STATES:
+            _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=resume")
+            said.append(f"the test left {node} {state} ({reasons.get(node, '').strip() or 'no reason'}); resumed")
+    return said
+
+
+@pytest.fixture(autouse=True)
+def session_cluster_left_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every test on the session's cluster: no job left behind, every node usable (else a warning)."""
+    yield
+    if "local_cluster" in request.fixturenames:
+        for sentence in leftovers(request.getfixturevalue("local_cluster")):
+            warnings.warn(f"{request.node.nodeid}: {sentence}", stacklevel=1)
