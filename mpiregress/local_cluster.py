@@ -35,7 +35,9 @@ START_HINT = "for the local system run 'mpiregress cluster start'"
 SETUP_HINT = ("run the project's setup script, which installs them "
               "(apt-get install slurm-wlm munge openmpi-bin libopenmpi-dev hwloc)")
 # Node states in which the cluster can take work (sinfo %T, suffixes like '*' stripped).
-USABLE_STATES = {"idle", "mixed", "allocated", "completing"}
+# "planned": the backfill scheduler has set the node aside for a pending job (Slurm >= 22.05); it
+# lingers a moment after a job ends, and a cluster restarted for it would lose that job.
+USABLE_STATES = {"idle", "mixed", "allocated", "completing", "planned"}
 # Executables the local cluster needs, with the Debian package that ships them.
 REQUIRED_TOOLS = {
     "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",

@@ -179,6 +179,19 @@ def test_start_again_changes_nothing(local_cluster: LocalCluster) -> None:
 
 
 @pytest.mark.slurm
+def test_start_leaves_nodes_the_scheduler_has_planned_for_a_job(local_cluster: LocalCluster,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm 22.05 shows a node "planned" for a pending job, and for a moment after a job ends:
+    the cluster is up, and a run's start() must not restart it under the jobs in its queue."""
+    real = local_cluster.nodes()
+    monkeypatch.setattr(local_cluster, "nodes", lambda: {n: {**v, "state": "planned"} for n, v in real.items()})
+    before = {k: d["pid"] for k, d in local_cluster.status()["daemons"].items()}
+    assert local_cluster.status()["up"], local_cluster.status()["message"]
+    assert local_cluster.start() is False
+    assert {k: d["pid"] for k, d in local_cluster.status()["daemons"].items()} == before
+
+
+@pytest.mark.slurm
 def test_two_mpi_ranks_on_one_node_bound_to_cpus_0_and_1(local_cluster: LocalCluster, mpi_binary: Path) -> None:
     out = run(local_cluster, ["srun", "--mpi=pmix", "-N1", "-n2", "--cpu-bind=verbose,map_cpu:0,1", str(mpi_binary)])
     assert out.returncode == 0, out.stderr
