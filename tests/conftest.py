@@ -67,10 +67,10 @@ def leftovers(cluster: LocalCluster, wait: float = 60) -> list[str]:
     session's cluster wait for its own time limit: the suite would hang instead of failing.
     """
     deadline = time.monotonic() + wait
-    jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").split()
+    jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").splitlines()
     while jobs and time.monotonic() < deadline:   # a job of the test may still be completing
         time.sleep(1)
-        jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").split()
+        jobs = _slurm(cluster, "squeue", "-h", "-o", "%i|%T|%j").splitlines()
     said = []
     if jobs:
         _slurm(cluster, "scancel", *[j.split("|")[0] for j in jobs])
@@ -78,12 +78,12 @@ def leftovers(cluster: LocalCluster, wait: float = 60) -> list[str]:
         while _slurm(cluster, "squeue", "-h").strip() and time.monotonic() < deadline:
             time.sleep(0.5)
         said.append(f"the test left Slurm job(s) {', '.join(jobs)} after {wait:.0f} s; cancelled")
-    reasons = dict(line.split("|", 1) for line in _slurm(cluster, "sinfo", "-h", "-N", "-o", "%N|%E").splitlines()
-                   if "|" in line)
     states = cluster.nodes()
     for node in NODES:
         state = states.get(node, {}).get("state", "missing")
         if state not in USABLE_STATES:
+            reasons = dict(line.split("|", 1) for line in
+                           _slurm(cluster, "sinfo", "-h", "-N", "-o", "%N|%E").splitlines() if "|" in line)
             _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=resume")
             said.append(f"the test left {node} {state} ({reasons.get(node, '').strip() or 'no reason'}); resumed")
     return said
