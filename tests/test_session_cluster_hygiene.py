@@ -1,0 +1,32 @@
+"""The suite's own guard (conftest.leftovers): a job or a drained node left by one test is
+cancelled and resumed, with a sentence, so later tests on the session's cluster do not wait on it."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import leftovers
+from mpiregress.local_cluster import USABLE_STATES, LocalCluster
+
+
+def slurm(cluster: LocalCluster, *argv: str) -> str:
+    return subprocess.run(argv, env={**os.environ, **cluster.client_env()}, capture_output=True, text=True,
+                          timeout=30, check=True, cwd="/tmp").stdout
+
+
+@pytest.mark.slurm
+def test_a_left_job_and_a_drained_node_are_cleaned_and_said(local_cluster: LocalCluster) -> None:
+    job = slurm(local_cluster, "sbatch", "--parsable", "-N1", "-w", "node1", "-J", "a job name", "-o", "/dev/null",
+                "--wrap", "sleep 300").strip()
+    slurm(local_cluster, "scontrol", "update", "nodename=node2", "state=drain", "reason=left by a test")
+    said = leftovers(local_cluster, wait=0)
+    assert said == [f"the test left Slurm job(s) {job}|RUNNING|a job name after 0 s; cancelled",
+                    "the test left node2 drained (left by a test); resumed"] or \
+        said == [f"the test left Slurm job(s) {job}|PENDING|a job name after 0 s; cancelled",
+                 "the test left node2 drained (left by a test); resumed"], said
+    assert slurm(local_cluster, "squeue", "-h").strip() == ""
+    states = {n: v["state"] for n, v in local_cluster.nodes().items()}
+    assert set(states) == {"node1", "node2"} and set(states.values()) <= USABLE_STATES, states
+    assert leftovers(local_cluster, wait=0) == []
