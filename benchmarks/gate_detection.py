@@ -4,7 +4,7 @@ Synthetic histories (benchmarks/_synth.py: lognormal run effect shared by a run'
 samples, heavy-tailed one-sided sample jitter), N accepted runs of k samples, then a
 new run of k samples with an injected step of 0, 5 or 10 % on the hurting side.
 
-* gate: mpiregress.gate.judge_values (median of run medians, MAD-scaled one-sided
+* gate: mpiregress.verdict.history_gate.judge_values (median of run medians, MAD-scaled one-sided
   band, minimum effect 3 %), counting ``regression`` verdicts;
 * fixed band: the study's ReFrame style, (ref, None, +0.2) for latency and
   (ref, -0.2, None) for bandwidth, with ref = the true mean (the best case for a
@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
 
 from mpiregress.ab import paired  # noqa: E402
-from mpiregress.gate import GateConfig, judge_values  # noqa: E402
+from mpiregress.verdict.history_gate import GateConfig, judge_values  # noqa: E402
 from mpiregress.names import METRICS  # noqa: E402
 from mpiregress.results import pt2pt_key  # noqa: E402
 

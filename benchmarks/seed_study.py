@@ -50,10 +50,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress import baselines, consistency, seed_data  # noqa: E402
+from mpiregress import baselines, seed_data  # noqa: E402
+from mpiregress.verdict import cross_method as consistency  # noqa: E402
 from mpiregress.baselines import Baselines, Reference  # noqa: E402
-from mpiregress.gate import GateConfig, exit_code, judge_values  # noqa: E402
-from mpiregress.gate import format_value as fv  # noqa: E402
+from mpiregress.verdict.history_gate import GateConfig, exit_code, judge_values  # noqa: E402
+from mpiregress.names import format_value as fv  # noqa: E402
 from mpiregress.names import METRICS, PLACEMENTS  # noqa: E402
 from mpiregress.results import Result, pt2pt, pt2pt_key  # noqa: E402
 

@@ -36,9 +36,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .gate import format_value as fv
 from .history import History, RunPoint
 from .names import METRICS
+from .names import format_value as fv
 from .series import SeriesKey
 
 BETA = 3.0          # penalty multiplier (benchmarks/gate_detection-style calibration in tests/test_changepoint.py)

@@ -8,7 +8,7 @@ validation), the series the check measures, and ReFrame references for ReFrame's
 own output. A family declares its parameters at the top and sets ``benchmark``,
 ``series_parameters`` and the launch in a short hook; it fills ``measured``.
 
-The verdict is not ReFrame's: :mod:`mpiregress.verdict` judges every measured
+The verdict is not ReFrame's: :mod:`mpiregress.verdict.band` judges every measured
 series once, against the baselines files.
 """
 from __future__ import annotations

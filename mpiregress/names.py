@@ -75,3 +75,8 @@ PT2PT: dict[str, Pt2PtMetric] = {
 # 100 warm-up and 1000 measured iterations, as in the seed study (docs/architecture.md).
 WARMUP_ITERATIONS = 100
 MEASURED_ITERATIONS = 1000
+
+
+def format_value(value: float) -> str:
+    """A measured value as people read it: 14831 (MB/s), 2.28 or 0.573 (us), never 1.483e+04."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"

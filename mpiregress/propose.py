@@ -27,10 +27,10 @@ import yaml
 from . import baselines as baselines_mod
 from .baselines import SCHEMA, Baselines
 from .errors import InputError
-from .gate import GateConfig, relative_noise
 from .history import History, RunPoint
 from .names import METRICS
 from .series import SeriesKey
+from .verdict.history_gate import GateConfig, relative_noise
 
 MAX_TOLERANCE = 0.5
 

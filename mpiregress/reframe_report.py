@@ -3,7 +3,7 @@
 ReFrame knows pass/fail; the project needs to know *why*: a failure anywhere but
 the performance phase (setup refusal, sanity, crashed rank, SIGILL, timeout) is an
 ``error`` with its reason; a measured value is kept for the one judge
-(:mod:`mpiregress.verdict`). Every test case becomes at least one record, so
+(:mod:`mpiregress.verdict.band`). Every test case becomes at least one record, so
 nothing that ran is lost from the report.
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def case_to_results(case: dict[str, Any], toolchain: str = "", commit: str = "",
     once it has run, every measured value in ``measured`` (a sweep is many series from
     one job). A case that measured nothing (skipped, failed, crashed) still becomes one
     record of its own series, with the reason. ReFrame's pass/fail against its
-    references is not a verdict here: :mod:`mpiregress.verdict` judges once.
+    references is not a verdict here: :mod:`mpiregress.verdict.band` judges once.
     """
     case = _upgrade(case)
     status = _status(case)

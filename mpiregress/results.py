@@ -117,7 +117,7 @@ def aggregate(results: list[Result]) -> list[Result]:
 
     The value becomes the median of the samples; any error among the repeats makes
     the record an error, because a crash is not averaged away. Judging against the
-    baselines happens afterwards, once, in :mod:`mpiregress.verdict`.
+    baselines happens afterwards, once, in :mod:`mpiregress.verdict.band`.
     """
     groups: dict[SeriesKey, list[Result]] = {}
     for r in results:

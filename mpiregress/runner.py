@@ -27,12 +27,12 @@ from . import (
     run_folder,
     summary,
     toolchain,
-    verdict,
 )
 from .builds import BuildOptions
 from .builds.common import program_sources
 from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
+from .verdict import band
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -451,7 +451,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
     infrastructure = _classify_infrastructure(found, env)
-    verdict.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
+    band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
@@ -496,10 +496,10 @@ def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, 
 
 def choose_repeat(opts: RunOptions) -> tuple[int, str]:
     """``--repeat auto``: repetitions from the latest noise of the partitions' nodes in the history, and why."""
-    from .gate import GateConfig
     from .history import open_history
     from .noise import nodehistory
     from .systems import get
+    from .verdict.history_gate import GateConfig
 
     tolerance = GateConfig().min_effect["latency"]
     db = paths.history_db()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mpiregress.ab.confirm import confirm, cost, outcome, remeasure_plan
-from mpiregress.gate import Verdict
+from mpiregress.verdict.history_gate import Verdict
 from mpiregress.series import SeriesKey
 
 LAT = SeriesKey("iris", "skylake", "source", "osu_latency", (("placement", "cross_node"), ("size", 8192)), "latency")

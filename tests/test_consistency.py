@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import yaml
 
-from mpiregress import baselines, consistency
+from mpiregress import baselines
+from mpiregress.verdict import cross_method as consistency
 from mpiregress.names import METRICS
 from mpiregress.results import pt2pt, pt2pt_key
 

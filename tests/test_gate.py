@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpiregress import cli, gate, history
+from mpiregress import cli, history
+from mpiregress.verdict import history_gate as gate
 from mpiregress.baselines import SCHEMA, Reference
 from mpiregress.errors import ERROR, OK, REGRESSION
-from mpiregress.gate import GateConfig, judge_values
+from mpiregress.verdict.history_gate import GateConfig, judge_values
 from mpiregress.names import METRICS
 from mpiregress.results import pt2pt, pt2pt_key
 from mpiregress.results import Result, dump

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from helpers.linkrun import make_run
-from mpiregress import gate, hostlist, launch, reframe_report, summary, verdict
+from mpiregress import hostlist, launch, reframe_report, summary
+from mpiregress.verdict import band as verdict
+from mpiregress.verdict import history_gate as gate
 from mpiregress.errors import InputError
 from mpiregress.links import judge, resultsfile
 from mpiregress.report import links as report_links

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from shared import REPO
 
-from mpiregress import gate, history, results, runner
+from mpiregress import history, results, runner
+from mpiregress.verdict import history_gate as gate
 from mpiregress.errors import OK, REGRESSION
 from mpiregress.noise import nodehistory, probe, records
 from mpiregress.report import noise as noise_report

@@ -1,7 +1,8 @@
 """From ReFrame's JSON report to records, verdicts, the summary table and the exit code."""
 import pytest
 
-from mpiregress import baselines, errors, reframe_report, results, summary, verdict
+from mpiregress import baselines, errors, reframe_report, results, summary
+from mpiregress.verdict import band as verdict
 from mpiregress.results import pt2pt
 from shared import REPO
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from ..gate import Verdict
 from ..series import SeriesKey
+from ..verdict.history_gate import Verdict
 
 REPRODUCED = "regression"
 TRANSIENT = "transient"

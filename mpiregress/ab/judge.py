@@ -9,10 +9,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..gate import GateConfig
 from ..history import History, open_existing
 from ..names import METRICS
 from ..results import Result
+from ..verdict.history_gate import GateConfig
 from . import attribution, evidence, paired
 
 AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest")

@@ -82,7 +82,7 @@ estimate is beyond the minimum effect but not significant is **inconclusive**.
 
 Verdicts: ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``error``;
 series with no A (a new method or target) are judged by the history gate
-(:func:`mpiregress.gate.judge_values`) and say so; their verdict keeps the gate's
+(:func:`mpiregress.verdict.history_gate.judge_values`) and say so; their verdict keeps the gate's
 name. Only ``regression`` (exit 1) and ``error`` (exit 2) gate.
 """
 from __future__ import annotations
@@ -96,9 +96,9 @@ import numpy as np
 
 from ..baselines import Reference
 from ..errors import ERROR, OK, REGRESSION, InputError
-from ..gate import GateConfig, Verdict, judge_values
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey, freeze
+from ..verdict.history_gate import GateConfig, Verdict, judge_values
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from .. import paths, report
 from ..errors import InputError
-from ..gate import GateConfig, load_baselines
 from ..history import open_existing, read_results_file
 from ..report import junit, markdown
+from ..verdict.history_gate import GateConfig, load_baselines
 
 
 def add_gate_options(p: argparse.ArgumentParser) -> None:
@@ -45,7 +45,8 @@ def gate_config(args: argparse.Namespace) -> GateConfig:
 
 def _stacks() -> dict[str, str]:
     """How each build's recorded MPI stack differs from the toolchain's (none when there are no manifests)."""
-    from .. import consistency, manifest, toolchain
+    from .. import manifest, toolchain
+    from ..verdict import cross_method as consistency
 
     return consistency.stack_differences(manifest.find_all(paths.manifest_dir()),
                                          toolchain.load(toolchain.default_path()))

@@ -20,12 +20,12 @@ from typing import Optional, Sequence
 from .. import paths
 from ..ab import confirm
 from ..errors import ERROR, OK, REGRESSION
-from ..gate import judge, load_baselines
 from ..history import open_existing, read_results_file
 from ..names import PT2PT
 from ..results import Result
 from ..runner import RunOptions
 from ..runner import run as run_checks
+from ..verdict.history_gate import judge, load_baselines
 from .compare import add_gate_options, gate_config
 
 

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Optional, Sequence
 
-from .. import consistency
 from ..baselines import Baselines
 from ..changepoint import ChangePoint, series_changepoints
 from ..coll import algorithms
 from ..coll.algorithms import DEFAULT
 from ..coll.analysis import Analysis, analyse
-from ..consistency import Finding
-from ..gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
 from ..history import History, RunPoint
 from ..results import Result
 from ..series import SeriesKey
+from ..verdict import cross_method as consistency
+from ..verdict.cross_method import Finding
+from ..verdict.history_gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
 
 # How much history a report draws: two years of weekly runs.
 TREND_RUNS = 104

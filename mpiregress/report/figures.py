@@ -18,11 +18,11 @@ from matplotlib.patches import Patch
 
 from ..baselines import Baselines
 from ..changepoint import ChangePoint
-from ..gate import Verdict, format_value
 from ..history import RunPoint
-from ..names import METHODS, METRICS, PLACEMENTS, PT2PT
+from ..names import METHODS, METRICS, PLACEMENTS, PT2PT, format_value
 from ..results import Result
 from ..series import SeriesKey
+from ..verdict.history_gate import Verdict
 
 METHOD_COLOURS = {"source": "#1f77b4", "spack": "#ff7f0e", "easybuild": "#2ca02c", "eessi": "#9467bd"}
 VERDICT_EDGE = {"regression": "#d62728", "error": "#d62728", "noisy": "#bcbd22", "improvement": "#17becf"}

@@ -10,8 +10,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..coll import analysis
-from ..gate import format_value
-from ..names import METRICS, PT2PT
+from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
 from . import ReportData, figures, links
 from . import noise as noise_section

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..gate import format_value as fv
+from ..names import format_value as fv
 from . import ReportData
 
 ICONS = {"regression": "❌", "error": "⛔", "noisy": "〰️", "improvement": "⬆️", "skip": "⏭️", "pass": "✅"}

@@ -3,17 +3,16 @@
 ReFrame reports what it measured (its references only decorate ReFrame's own
 output), :func:`results.aggregate` folds repeats into a median, and this module
 applies ``baselines/<system>.yaml`` to each series once, in one direction (the
-side that hurts). History-based judging (the MR gate) is :mod:`mpiregress.gate`.
+side that hurts). History-based judging (the MR gate) is :mod:`mpiregress.verdict.history_gate`.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from .baselines import Baselines
-from .gate import format_value
-from .names import METRICS
-from .results import Result
+from ..baselines import Baselines
+from ..names import METRICS, format_value
+from ..results import Result
 
 
 def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False,
@@ -61,8 +60,8 @@ def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mappin
     """A fail measured on a node noisier than usual is ``noisy`` (mpiregress/noise/verdict.py)."""
     if node_noise is None:
         return
-    from .noise import probe
-    from .noise import verdict as noise_verdict
+    from ..noise import probe
+    from ..noise import verdict as noise_verdict
 
     usual = node_noise.get((r.system, r.partition), {})
     # Against the baselines, only a node's own band counts: without enough history of it, the

@@ -28,13 +28,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from .baselines import Baselines
-from .gate import format_value as fv
-from .manifest import Manifest
-from .names import METRICS
-from .results import Result
-from .series import Params, SeriesKey
-from .toolchain import Toolchain
+from ..baselines import Baselines
+from ..manifest import Manifest
+from ..names import METRICS
+from ..names import format_value as fv
+from ..results import Result
+from ..series import Params, SeriesKey
+from ..toolchain import Toolchain
 
 GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
@@ -133,7 +133,7 @@ def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
     """{method: "spack: UCX 1.17.0 without verbs; PMIx 5.0.3 (toolchain: 4.2.6)"} for each build
     whose recorded MPI stack (manifest ``stack``) is not the toolchain's."""
-    from .builds.common import stack_problems
+    from ..builds.common import stack_problems
 
     out: dict[str, str] = {}
     for m in manifests:

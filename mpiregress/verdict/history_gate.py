@@ -54,12 +54,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .baselines import Baselines, Reference, for_system
-from .errors import ERROR, OK, REGRESSION
-from .history import History, RunPoint
-from .names import METRICS
-from .results import Result
-from .series import SeriesKey
+from ..baselines import Baselines, Reference, for_system
+from ..errors import ERROR, OK, REGRESSION
+from ..history import History, RunPoint
+from ..names import METRICS, format_value
+from ..results import Result
+from ..series import SeriesKey
 
 VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -157,11 +157,6 @@ def _worse(metric: str, value: float, reference: float) -> float:
 def _at(metric: str, reference: float, effect: float) -> float:
     """The value that is ``effect`` worse than ``reference``."""
     return reference * (1 - effect) if METRICS[metric].higher_is_better else reference * (1 + effect)
-
-
-def format_value(value: float) -> str:
-    """A measured value as people read it: 14831 (MB/s), 2.28 or 0.573 (us), never 1.483e+04."""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 _fmt = format_value
@@ -320,8 +315,8 @@ def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[His
     ``noisy`` does not gate: the run's numbers say more about the node than about the
     toolchain (mpiregress/noise/verdict.py). ``usual`` caches each partition's node history.
     """
-    from .noise import nodehistory
-    from .noise import verdict as noise_verdict
+    from ..noise import nodehistory
+    from ..noise import verdict as noise_verdict
 
     if verdict.verdict != "regression":
         return verdict
