@@ -10,6 +10,7 @@ REGRESSION = 1       # a measured value drifted past its band
 ERROR = 2            # bad input, crashed rank, failed sanity, missing manifest/baseline
 INFRASTRUCTURE = 3   # Slurm down, tool not available on this machine: worth a retry
 SKIPPED = 4          # nothing could run here (e.g. Spack/EESSI absent); never a pass
+NEEDS_A_LOOK = 5     # findings that do not gate (GitLab: allow_failure exit_codes, passed with warnings)
 
 
 class MpiRegressError(Exception):

@@ -194,7 +194,8 @@ def test_node_noise_section_recommends_and_says_why_rtla_did_not_run(tmp_path: P
 
 
 def test_the_runs_baseline_verdict_defers_to_a_node_noisier_than_its_band(quiet_history: Path, tmp_path: Path) -> None:
-    from mpiregress import baselines, summary, verdict
+    from mpiregress import baselines, summary
+    from mpiregress.verdict import band as verdict
 
     # A cluster's band (10 %), not the local VM's 10x one: a drift noise can explain.
     data = yaml.safe_load((REPO / "baselines" / "local.yaml").read_text())

@@ -9,7 +9,7 @@ import pytest
 from mpiregress import cli, history, report
 from mpiregress.errors import ERROR, OK
 from mpiregress.names import METRICS
-from mpiregress.report import html, junit, markdown
+from mpiregress.report import html, junit, markdown, verdict_text
 from mpiregress.results import pt2pt
 from mpiregress.results import Result, dump
 
@@ -86,7 +86,7 @@ def test_a_sweep_is_drawn_when_there_is_one(db):
 
 def test_markdown_summary_lists_what_needs_a_look(db):
     text = markdown.render(report.build(current_run(), db, {}))
-    assert text.startswith("## MPI performance: ⛔ error (exit 2)")
+    assert text.startswith("## MPI performance: ⛔ error: 1 regression, 1 error, 2 findings to look at (exit 2)")
     assert "| ❌ regression | aion/batch source cross_node latency |" in text
     assert "| ⛔ error | aion/batch source same_numa latency |" in text
     assert "behind source" in text and "<details>" in text
@@ -97,7 +97,9 @@ def test_junit_has_one_testcase_per_series_and_fails_on_regression_and_error(db)
     root = ET.fromstring(junit.render(data))
     suite = root.find("testsuite")
     cases = suite.findall("testcase")
-    assert len(cases) == len(data.verdicts) == 8
+    assert suite.get("name") == "mpiregress — " + verdict_text.headline(data.pipeline_verdict)
+    # One case per series, then one per finding about no single series (here: cross-method, to look at).
+    assert len(cases) == len(data.verdicts) + len(data.pipeline_verdict.of("needs a look")) == 10
     failures = [c for c in cases if c.find("failure") is not None]
     errors = [c for c in cases if c.find("error") is not None]
     assert [c.get("classname") + "." + c.get("name") for c in failures] == ["aion.batch.source.cross_node.latency"]
@@ -169,7 +171,7 @@ def test_a_failing_series_gets_its_likely_cause_in_every_format(db):
     assert 0.2 < failed.effect < 0.3
     assert f"### Likely cause\n\n- {cause}\n" in markdown.render(data)
     failure = ET.fromstring(junit.render(data)).find("testsuite/testcase/failure")
-    assert failure.text.endswith(f"\nlikely cause: {cause}")
+    assert failure.text.endswith(f"; likely cause: {cause}")
     assert "<h3>Likely cause</h3>" in html.render(data) and "only the source build" in html.render(data)
 
 

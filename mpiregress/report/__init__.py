@@ -7,7 +7,7 @@ self-contained file: figures are embedded PNGs, styles inline, no external URL.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Mapping, Optional, Sequence
 
@@ -19,9 +19,11 @@ from ..coll.analysis import Analysis, analyse
 from ..history import History, RunPoint
 from ..results import Result
 from ..series import SeriesKey
+from ..verdict import compose
 from ..verdict import cross_method as consistency
+from ..verdict.compose import Evidence, PipelineVerdict
 from ..verdict.cross_method import Finding
-from ..verdict.history_gate import GateConfig, Verdict, counts, exit_code, judge, series_noise
+from ..verdict.history_gate import GateConfig, Verdict, counts, judge, series_noise
 
 # How much history a report draws: two years of weekly runs.
 TREND_RUNS = 104
@@ -46,23 +48,29 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
     causes: dict[SeriesKey, str] = field(default_factory=dict)   # one sentence per failing series
+    verdict: Optional[PipelineVerdict] = None  # the pipeline event's one verdict (verdict.compose)
 
     def cause(self, verdict: Verdict) -> str:
         """Why a failing series failed (ab.attribution without A), or ''."""
         return self.causes.get(verdict.key, "")
 
     @property
+    def pipeline_verdict(self) -> PipelineVerdict:
+        assert self.verdict is not None, "ReportData.verdict is set by build()"
+        return self.verdict
+
+    @property
     def exit_code(self) -> int:
-        return exit_code(self.verdicts)
+        return compose.exit_code(self.pipeline_verdict)
 
     @property
     def counts(self) -> dict[str, int]:
+        """The history gate's verdicts per series (the per-series table), not the pipeline's state."""
         return counts(self.verdicts)
 
     @property
     def status(self) -> str:
-        code = self.exit_code
-        return {0: "pass", 1: "regression", 2: "error"}.get(code, "error")
+        return self.pipeline_verdict.state
 
     def systems(self) -> list[tuple[str, str]]:
         """(system, partition) pairs shown, from the results and the history's series."""
@@ -79,12 +87,15 @@ class ReportData:
 def build(results: Sequence[Result], history: Optional[History], baselines: Mapping[str, Optional[Baselines]],
           config: GateConfig = GateConfig(), results_source: str = "", history_source: str = "",
           exclude_run: Optional[str] = None, with_trends: bool = True,
-          stacks: Optional[Mapping[str, str]] = None) -> ReportData:
+          stacks: Optional[Mapping[str, str]] = None, event: str = "history",
+          evidence: Optional[Evidence] = None) -> ReportData:
     """Judge ``results`` and gather the history a report needs (series of the results' systems).
 
     ``with_trends=False`` (the MR gate) reads only the series of ``results`` and skips
     the change-point scan. ``stacks`` (consistency.stack_differences of the run's manifests) lets a
-    cross-method finding name the MPI stack difference behind it.
+    cross-method finding name the MPI stack difference behind it. The pipeline verdict of ``event``
+    is composed from the history gate, the cross-method and baseline findings and ``evidence`` (what
+    other judges said: paired A/B, confirmations, the run's problems, the MR's changes).
     """
     books = {s: b for s, b in baselines.items() if b is not None}
     verdicts = judge(results, history, baselines, config, exclude_run=exclude_run)
@@ -111,12 +122,18 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     noise = {k: v for k, v in measured.items() if v is not None}
     values = consistency.method_values(results)
     collectives = _collectives(results)
-    return ReportData(results=list(results), verdicts=verdicts,
-                      findings=consistency.check(values, noise, stacks=stacks),
-                      baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
+    findings = consistency.check(values, noise, stacks=stacks)
+    baseline_findings = consistency.baseline_gaps(books.values(), values, noise)
+    found_causes = causes(results, verdicts, history)
+    given = evidence or Evidence()
+    pipeline = compose.compose(event, replace(
+        given, results=list(results), history=verdicts, cross=findings, baseline_findings=baseline_findings,
+        causes={**found_causes, **given.causes}))
+    return ReportData(results=list(results), verdicts=verdicts, findings=findings,
+                      baseline_findings=baseline_findings,
                       changes=changes, trends=trends, baselines=books, config=config,
                       results_source=results_source, history_source=history_source, history_runs=runs_count,
-                      notes=notes, collectives=collectives, causes=causes(results, verdicts, history))
+                      notes=notes, collectives=collectives, causes=found_causes, verdict=pipeline)
 
 
 def causes(results: Sequence[Result], verdicts: Sequence[Verdict], history: Optional[History]

@@ -12,7 +12,7 @@ from markupsafe import Markup
 from ..coll import analysis
 from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
-from . import ReportData, figures, links
+from . import ReportData, figures, links, verdict_text
 from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
 
@@ -70,7 +70,8 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
                     for name, png in (coll.figures if coll else {}).items()]
     oversubscribed = any(r.conditions.get("oversubscribed") for r in data.results if r.benchmark.startswith("osu_"))
     return env.from_string(TEMPLATE).render(
-        data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
+        data=data, pv=data.pipeline_verdict, headline=verdict_text.headline(data.pipeline_verdict),
+        changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
         noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..names import format_value as fv
-from . import ReportData
+from . import ReportData, verdict_text
 
 ICONS = {"regression": "❌", "error": "⛔", "noisy": "〰️", "improvement": "⬆️", "skip": "⏭️", "pass": "✅"}
 
@@ -34,8 +34,8 @@ HEADER = ("| verdict | series | new (median) | reference | change (+ = worse) | 
 def render(data: ReportData) -> str:
     """The MR summary as Markdown text."""
     counts = data.counts
-    lines = [f"## MPI performance: {ICONS.get(data.status, '')} {data.status} (exit {data.exit_code})", ""]
-    lines.append(" · ".join(f"{ICONS[k]} {n} {k}" for k, n in counts.items() if n))
+    lines = [verdict_text.markdown(data.pipeline_verdict).rstrip("\n"), ""]
+    lines.append("History gate, per series: " + " · ".join(f"{ICONS[k]} {n} {k}" for k, n in counts.items() if n))
     lines.append("")
     if data.commits() or data.pipelines():
         lines.append(f"Commit {', '.join(data.commits()) or '—'}, pipeline {', '.join(data.pipelines()) or '—'}; "
@@ -44,7 +44,7 @@ def render(data: ReportData) -> str:
     lines.extend(f"> {note}" for note in data.notes)
     attention = [v for v in data.verdicts if v.verdict not in ("pass", "skip")]
     if attention:
-        lines += ["### Needs a look", "", HEADER, *(_row(v) for v in attention), ""]
+        lines += ["### History gate: series that did not pass", "", HEADER, *(_row(v) for v in attention), ""]
     if data.causes:
         lines += ["### Likely cause", ""]
         lines += [f"- {data.cause(v)}" for v in data.verdicts if data.cause(v)] + [""]

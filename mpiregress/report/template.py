@@ -15,6 +15,7 @@ TEMPLATE = r"""<!DOCTYPE html>
  .meta { color: #555; font-size: 0.9em; }
  .status { display: inline-block; padding: 4px 14px; border-radius: 4px; color: white; font-weight: bold; }
  .s-pass { background: #2e7d32; } .s-regression { background: #c62828; } .s-error { background: #6a1b9a; }
+ .s-needs-a-look { background: #ef6c00; } .s-infrastructure { background: #455a64; } .s-not-available { background: #757575; }
  .chips span { display: inline-block; margin: 4px 6px 4px 0; padding: 3px 10px; border-radius: 12px; font-size: 0.9em; }
  .v-regression { background: #ffcdd2; } .v-error { background: #e1bee7; } .v-noisy { background: #fff9c4; }
  .v-improvement { background: #b2ebf2; } .v-skip { background: #eeeeee; } .v-pass { background: #c8e6c9; }
@@ -29,23 +30,36 @@ TEMPLATE = r"""<!DOCTYPE html>
 </style>
 </head>
 <body>
-<h1>MPI performance report <span class="status s-{{ data.status }}">{{ data.status }}</span></h1>
+<h1>MPI performance report <span class="status s-{{ data.status|replace(" ", "-") }}">{{ data.status }}</span></h1>
+<p class="headline"><b>{{ headline }}</b></p>
 <div class="meta">
  Generated {{ data.generated }} ·
+ event {{ pv.event|replace("_", " ") }} (gating: {{ pv.gating|join(", ")|replace("_", " ") }}) ·
  results {{ data.results_source or "—" }} (commit {{ data.commits()|join(", ") or "—" }}, pipeline {{ data.pipelines()|join(", ") or "—" }}) ·
- history {{ data.history_source or "none" }} ({{ data.history_runs }} accepted runs) ·
- gate exit code {{ data.exit_code }}
-</div>
-<div class="chips">
-{% for name, n in data.counts.items() if n %}<span class="v-{{ name }}">{{ n }} {{ name }}</span>{% endfor %}
+ history {{ data.history_source or "none" }} ({{ data.history_runs }} accepted runs)
 </div>
 {% for note in data.notes %}<div class="note">{{ note }}</div>{% endfor %}
 
-<h2>Needs a look</h2>
+<h2>Verdict</h2>
+{% for state, title in [("regression", "Regressions (gating)"), ("error", "Errors"), ("infrastructure", "Infrastructure"), ("needs a look", "Needs a look (does not gate)")] %}
+{% set found = pv.of(state) %}{% if found %}<h3>{{ title }} ({{ found|length }})</h3>
+<table><tr><th>series</th><th>judge</th><th>effect [interval]</th><th>what was seen</th><th>likely cause</th></tr>
+{% for f in found %}<tr class="v-{{ 'regression' if state == 'regression' else 'error' if state in ('error', 'infrastructure') else 'noisy' }}"><td>{{ f.subject }}</td><td>{{ f.judge }}</td>
+<td class="num">{{ "—" if f.effect is none else "%+.1f%%"|format(f.effect * 100) }}{% if f.low is not none and f.high is not none %} [{{ "%+.1f%%"|format(f.low * 100) }}, {{ "%+.1f%%"|format(f.high * 100) }}]{% endif %}</td>
+<td>{{ f.sentence }}</td><td>{{ f.cause or "—" }}</td></tr>{% endfor %}</table>{% endif %}
+{% endfor %}
+{% if pv.state == "pass" %}<p class="empty">Every series the gating judges looked at passed, and nothing else needs a look.</p>{% endif %}
+{% set evidence = pv.of("evidence") %}{% if evidence %}<details><summary>Evidence that did not gate ({{ evidence|length }})</summary>
+<ul class="findings">{% for f in evidence %}<li>{{ f.judge }}: {{ f.subject }}: {{ f.sentence }}</li>{% endfor %}</ul></details>{% endif %}
+
+<h2>History gate, per series</h2>
+<div class="chips">
+{% for name, n in data.counts.items() if n %}<span class="v-{{ name }}">{{ n }} {{ name }}</span>{% endfor %}
+</div>
 {% set attention = data.verdicts|rejectattr("verdict", "in", ["pass", "skip"])|list %}
 {% if attention %}
 {{ verdict_table(attention) }}
-{% else %}<p class="empty">Every series passed (or was skipped with a reason).</p>{% endif %}
+{% else %}<p class="empty">Every series passed the history gate (or was skipped with a reason).</p>{% endif %}
 {% if data.causes %}<h3>Likely cause</h3>
 <p class="meta">From what this run and the history measured: the nodes each series ran on, the run's noise probes, the latest link matrix and the other build methods on the same placement.</p>
 <ul class="findings">{% for v in data.verdicts if data.cause(v) %}<li>{{ data.cause(v) }}</li>{% endfor %}</ul>{% endif %}

@@ -1,0 +1,277 @@
+"""One verdict per pipeline event, composed from every judgement, and the one exit code it gives.
+
+The judges (:mod:`.band`, :mod:`.history_gate`, :mod:`mpiregress.ab.paired`, the confirmation of
+:mod:`mpiregress.ab.confirm`, :mod:`.cross_method`) each say what they see about a series. Which of
+them *gates* depends on the event (``gating.yaml``, :mod:`.policy`): a toolchain MR is judged by its
+paired A/B run, the weekly schedule by the history confirmed by a re-measurement, a standalone run by
+its baselines. Everything else they say is kept as evidence, and what deserves a person without
+failing the pipeline (a method behind the others, a stale baseline, an improvement, a noisy node, a
+series still inconclusive after its last pair) makes the state **needs a look**.
+
+Every surface (exit code, summary.md, the HTML badge, JUnit, the MR note) renders the
+:class:`PipelineVerdict` made here; :func:`exit_code` is the only place a verdict becomes a code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+
+from .. import errors
+from ..results import Result
+from ..series import SeriesKey
+from . import policy
+from .cross_method import Finding as CrossFinding
+from .history_gate import Verdict
+
+if TYPE_CHECKING:   # the A/B package imports the history gate: no cycle at run time
+    from ..ab.confirm import Confirmation
+    from ..ab.paired import PairedVerdict
+
+# Pipeline states, worst first: the first state any finding has is the verdict's.
+STATES: tuple[str, ...] = ("error", "regression", "infrastructure", "needs a look", "pass", "not available")
+# Findings that are shown but never decide the state.
+EVIDENCE = "evidence"
+
+_EXIT_CODES: Mapping[str, int] = {
+    "pass": errors.OK, "needs a look": errors.NEEDS_A_LOOK, "regression": errors.REGRESSION,
+    "error": errors.ERROR, "infrastructure": errors.INFRASTRUCTURE, "not available": errors.SKIPPED}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a judge said that the verdict shows: a gating regression, an error, something to look at,
+    or evidence that did not gate (with why it did not)."""
+
+    state: str                    # one of STATES but "pass"/"not available", or EVIDENCE
+    judge: str                    # paired A/B | history gate | baseline band | confirmation | cross-method | ...
+    subject: str                  # the series (or the group of series) it is about
+    sentence: str                 # what was seen, with the numbers
+    cause: str = ""               # the likely cause, from evidence only ('' when nothing points anywhere)
+    key: Optional[SeriesKey] = None
+    effect: Optional[float] = None       # relative, positive = worse
+    low: Optional[float] = None          # interval of the effect (paired A/B)
+    high: Optional[float] = None
+
+
+@dataclass
+class Evidence:
+    """Everything the judges said about one pipeline event's measurements."""
+
+    results: Sequence[Result] = ()                       # measured, judged against their baselines (band)
+    history: Optional[Sequence[Verdict]] = None          # the history gate, when it ran
+    paired: Optional[Sequence["PairedVerdict"]] = None   # the paired A/B verdicts, when A/B ran
+    confirmations: Optional[Sequence["Confirmation"]] = None   # re-measurements of history regressions
+    cross: Sequence[CrossFinding] = ()                   # methods behind the best on one placement
+    baseline_findings: Sequence[CrossFinding] = ()       # lenient or stale baseline bands
+    causes: Mapping[SeriesKey, str] = field(default_factory=dict)
+    problems: Sequence[str] = ()                         # the run's own errors, one sentence each
+    infrastructure: Sequence[str] = ()                   # Slurm or the network stopped checks
+    changed_methods: frozenset[str] = frozenset()        # methods whose build definition the MR changes
+    changed_series: Optional[frozenset[SeriesKey]] = None   # series whose baseline a baselines MR changes
+
+
+@dataclass
+class PipelineVerdict:
+    """The one verdict of a pipeline event: its state, and every finding behind it."""
+
+    event: str
+    gating: tuple[str, ...]
+    findings: list[Finding]
+    series: list[SeriesKey]       # every series measured (a value, or a paired verdict)
+    judged: int                   # series the gating judges looked at
+
+    @property
+    def measured(self) -> int:
+        return len(self.series)
+
+    @property
+    def state(self) -> str:
+        present = {f.state for f in self.findings}
+        for state in STATES[:4]:
+            if state in present:
+                return state
+        return "pass" if self.measured else "not available"
+
+    def of(self, state: str) -> list[Finding]:
+        """The findings in ``state`` (or EVIDENCE), in the order they were found."""
+        return [f for f in self.findings if f.state == state]
+
+    def counts(self) -> dict[str, int]:
+        """How many findings in each state (evidence included), zero counts left out."""
+        out: dict[str, int] = {}
+        for f in self.findings:
+            out[f.state] = out.get(f.state, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        """The verdict as data (verdict.json): the state, its exit code and every finding."""
+        return {"event": self.event, "state": self.state, "exit_code": exit_code(self), "gating": list(self.gating),
+                "measured": self.measured, "judged": self.judged,
+                "findings": [{"state": f.state, "judge": f.judge, "subject": f.subject, "sentence": f.sentence,
+                              "cause": f.cause, "effect": f.effect, "low": f.low, "high": f.high}
+                             for f in self.findings]}
+
+
+def exit_code(verdict: PipelineVerdict, measure_only: bool = False) -> int:
+    """The exit code of ``verdict``: the only place a verdict becomes a code.
+
+    ``measure_only`` (a pipeline's measurement job, whose verdict is made once by the verdict job):
+    exit 0 when it measured, whatever the judges said; errors, infrastructure and "not available"
+    keep their codes.
+    """
+    state = verdict.state
+    if measure_only and state in ("regression", "needs a look"):
+        return errors.OK
+    return _EXIT_CODES[state]
+
+
+def compose(event: str, ev: Evidence) -> PipelineVerdict:
+    """The verdict of ``event`` from everything the judges said (:data:`Evidence`)."""
+    rules = policy.load()[event]
+    found: list[Finding] = []
+    found += [Finding("error", "run", "the run", p) for p in ev.problems]
+    found += [Finding("infrastructure", "run", "the run", p) for p in ev.infrastructure]
+    paired = {v.key: v for v in ev.paired or ()}
+    found += _band(ev, rules, paired)
+    found += _history(ev, rules, paired)
+    found += _paired(ev, rules)
+    found += _cross(ev, rules)
+    judged = len(paired) if "paired_ab" in rules.gates else \
+        len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
+    series = sorted(_measured_keys(ev.results) | {k for k, v in paired.items() if v.verdict not in ("error", "skip")})
+    return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged)
+
+
+def _measured_keys(results: Iterable[Result]) -> set[SeriesKey]:
+    return {r.key() for r in results if r.value is not None}
+
+
+def _unique(found: list[Finding]) -> list[Finding]:
+    """One finding per fact: the same sentence about the same subject from two inputs is said once, and a
+    series in error is one error (its check's failure and the gate's "the check failed" are one fact)."""
+    seen: set[tuple] = set()
+    out = []
+    for f in found:
+        marks = [(f.state, f.subject, f.sentence)] + ([("error", f.key)] if f.state == "error" and f.key else [])
+        if not any(m in seen for m in marks):
+            seen.update(marks)
+            out.append(f)
+    return out
+
+
+def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedVerdict"]) -> list[Finding]:
+    """The baseline band's fails and the run's check errors."""
+    out = []
+    for r in ev.results:
+        key = r.key()
+        if r.status == "error" and not r.conditions.get("infrastructure"):
+            if key not in paired:         # an A/B series' error is its paired verdict's
+                out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
+        if r.conditions.get("verdict") == "noisy":
+            out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
+        if r.status != "fail":
+            continue
+        gates = "baseline_band" in rules.gates or (
+            "baseline_band_changed" in rules.gates and (ev.changed_series is None or key in ev.changed_series))
+        cause = ev.causes.get(key, "")
+        if gates:
+            out.append(Finding("regression", "baseline band", key.name(), r.reason, cause=cause, key=key))
+        else:
+            out.append(Finding(EVIDENCE, "baseline band", key.name(), r.reason + _why_not_gating(
+                "baseline band", key, rules, paired), key=key))
+    return out
+
+
+def _history(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedVerdict"]) -> list[Finding]:
+    """The history gate: gating (confirmed where the event asks for it) or evidence."""
+    out: list[Finding] = []
+    confirmed = {c.key: c for c in ev.confirmations or ()}
+    gates = "history_gate" in rules.gates
+    for v in ev.history or ():
+        cause = ev.causes.get(v.key, "")
+        common: dict[str, Any] = dict(judge="history gate", subject=v.name(), key=v.key, effect=v.effect)
+        if not gates:
+            if v.verdict == "regression":
+                out.append(Finding(EVIDENCE, sentence=v.reason + _why_not_gating("history gate", v.key, rules,
+                                                                                   paired), **common))
+            continue
+        if v.verdict == "regression":
+            out.append(_confirmed(v.reason, cause, confirmed.get(v.key), rules, common))
+        elif v.verdict == "error":
+            out.append(Finding("error", sentence=v.reason, **common))
+        elif v.verdict in ("noisy", "improvement"):
+            out.append(Finding("needs a look", sentence=v.reason, cause=cause, **common))
+    return out
+
+
+def _confirmed(reason: str, cause: str, confirmation: Optional["Confirmation"], rules: policy.Rules,
+               common: dict) -> Finding:
+    """A history regression under an event that confirms before failing."""
+    if not rules.confirm_history:
+        return Finding("regression", sentence=reason, cause=cause, **common)
+    if confirmation is None:
+        return Finding("needs a look", sentence=f"{reason}; not confirmed: no re-measurement was made, so it does "
+                       f"not fail the pipeline", cause=cause, **common)
+    if confirmation.outcome == "error":
+        return Finding("error", sentence=f"{reason}; {confirmation.sentence}", **common)
+    if confirmation.gates:
+        return Finding("regression", sentence=f"{reason}; {confirmation.sentence}", cause=cause, **common)
+    return Finding("needs a look", sentence=f"transient: {confirmation.sentence}", cause=cause, **common)
+
+
+def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
+    """The paired A/B verdicts: gating for a toolchain MR, and where they contradict the other judges."""
+    out: list[Finding] = []
+    if ev.paired is None:
+        return out
+    confirmed = {c.key: c for c in ev.confirmations or ()}
+    gates = "paired_ab" in rules.gates
+    for v in ev.paired:
+        cause = ev.causes.get(v.key, "")
+        judge = "paired A/B" if v.basis == "paired" else f"{v.basis} (no A)"
+        common: dict[str, Any] = dict(judge=judge, subject=v.name(), key=v.key, effect=v.effect, low=v.low,
+                                      high=v.high)
+        if not gates:
+            if v.verdict == "regression":
+                out.append(Finding(EVIDENCE, sentence=v.reason, **common))
+            continue
+        if v.verdict == "error":
+            out.append(Finding("error", sentence=v.reason, **common))
+        elif v.verdict == "regression" and v.basis != "paired":
+            # No A to pair with: the history judged B, and history gates only once confirmed.
+            out.append(_confirmed(v.reason, cause, confirmed.get(v.key), rules, common))
+        elif v.verdict == "regression":
+            out.append(Finding("regression", sentence=v.reason, cause=cause, **common))
+        elif v.verdict in ("inconclusive", "improvement", "noisy"):
+            out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
+    return out
+
+
+def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:
+    """Methods behind the others (gating when the MR changed that method's build), baselines to revisit."""
+    out = []
+    for f in ev.cross:
+        subject = f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})"
+        if "build_method" in rules.gates and f.method in ev.changed_methods:
+            cause = f"build (method {f.method})" + (f": {f.stack}" if f.stack else "")
+            out.append(Finding("regression", "cross-method", subject,
+                               f"{f.sentence()}; this MR changes the {f.method} build definition", cause=cause))
+        else:
+            out.append(Finding("needs a look", "cross-method", subject, f.sentence()))
+    out += [Finding("needs a look", "baselines", f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})",
+                    f.sentence()) for f in ev.baseline_findings]
+    return out
+
+
+def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
+                    paired: Mapping[SeriesKey, "PairedVerdict"]) -> str:
+    """Why a judge's regression did not fail this event, and what the gating judge said instead."""
+    v = paired.get(key)
+    if v is not None and v.basis == "paired":
+        said = "also a regression" if v.verdict == "regression" else v.verdict
+        if v.verdict in ("pass", "improvement"):
+            return (f" — evidence only: A/B on the same nodes says {said} "
+                    f"({'' if v.effect is None else f'{v.effect:+.1%}, '}{v.pairs} pairs), so the drift is common "
+                    f"to A and B: the system or the day, not this change")
+        return f" — evidence only: A/B on the same nodes says {said}"
+    return f" — evidence only: for a {rules.name.replace('_', ' ')} the {' and '.join(rules.gates)} gate(s)"
