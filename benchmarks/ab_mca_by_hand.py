@@ -24,6 +24,7 @@ from pathlib import Path
 
 from mpiregress.ab import attribution, paired
 from mpiregress.ab.plan import interleaved_order
+from mpiregress.verdict import compose  # noqa: E402
 
 BENCHES = (("osu_latency", 8192, "latency", "us", 1000), ("osu_bw", 1048576, "bandwidth", "MB/s", 20))
 
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
         records = one_round(args.bin_dir, args.pairs, args.mca)
         verdicts = paired.judge(records)
         causes = attribution.sentences(attribution.attribute([attribution.observation(v) for v in verdicts]))
-        code = paired.exit_code(verdicts)
+        code = compose.exit_code_of_paired(verdicts)
         red += code == 1
         for v in verdicts:
             a = "-" if v.a_value is None else f"{v.a_value:.4g}"

@@ -30,6 +30,7 @@ from mpiregress import history, report  # noqa: E402
 from mpiregress.verdict import history_gate as gate  # noqa: E402
 from mpiregress.report import html, junit, markdown  # noqa: E402
 from mpiregress.results import Result, pt2pt_key  # noqa: E402
+from mpiregress.verdict import compose  # noqa: E402
 
 
 def events(system: str, week: int) -> tuple[dict, str]:
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     print(f"report build (gate + change points):   {t_build:6.2f} s")
     print(f"HTML render ({len(html_path.read_bytes()) / 1e6:.1f} MB, figures embedded): {t_html:6.2f} s")
     print("verdicts: " + ", ".join(f"{n} {k}" for k, n in gate.counts(verdicts).items() if n)
-          + f"; exit code {gate.exit_code(verdicts)}")
+          + f"; exit code {compose.exit_code_of_history(verdicts)}")
     print(f"change points found: {changes}")
     for points in data.changes.values():
         for cp in points:

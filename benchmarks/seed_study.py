@@ -53,7 +53,8 @@ sys.path.insert(0, str(REPO))
 from mpiregress import baselines, seed_data  # noqa: E402
 from mpiregress.verdict import cross_method as consistency  # noqa: E402
 from mpiregress.baselines import Baselines, Reference  # noqa: E402
-from mpiregress.verdict.history_gate import GateConfig, exit_code, judge_values  # noqa: E402
+from mpiregress.verdict import compose  # noqa: E402
+from mpiregress.verdict.history_gate import GateConfig, judge_values  # noqa: E402
 from mpiregress.names import format_value as fv  # noqa: E402
 from mpiregress.names import METRICS, PLACEMENTS  # noqa: E402
 from mpiregress.results import Result, pt2pt, pt2pt_key  # noqa: E402
@@ -218,20 +219,20 @@ def main(argv=None) -> int:
         rf = ["pass" if reframe_passes(same[m], ref) else "fail" for m in sorted(same)]
         kinds = sorted({v.verdict for v in verdicts})
         reproduces = all(r == statuses[m] for r, m in zip(rf, sorted(same)))
-        model_results[name] = (kinds, exit_code(verdicts), rf, reproduces)
+        model_results[name] = (kinds, compose.exit_code_of_history(verdicts), rf, reproduces)
         lo = f"{ref[0] * (1 + ref[1]):.3g}" if ref[1] is not None else "-"
         hi = f"{ref[0] * (1 + ref[2]):.3g}" if ref[2] is not None else "-"
         print(f"       {QUOTED[name][0]:<26} {role}")
         print(f"         ReFrame band [{lo}, {hi}] us -> {'/'.join(rf)} for eessi/easybuild/source "
               f"({'reproduces' if reproduces else 'does not reproduce'} the study's fail); "
-              f"gate: {'/'.join(kinds)}, exit {exit_code(verdicts)}")
+              f"gate: {'/'.join(kinds)}, exit {compose.exit_code_of_history(verdicts)}")
         if name in ("rec_intra_socket", "guess_same_numa"):
             print(f"         gate on eessi: {verdicts[sorted(same).index('eessi')].reason}")
     seeded = baselines.for_system("aion", args.baselines)
     seed_verdicts = [judge_values(pt2pt_key("aion", "batch", m, "same_numa", "latency"), [same[m]], [], REPLAY,
                                   baseline=seeded.lookup_pt2pt("batch", m, "same_numa", "latency")) for m in sorted(same)]
     print(f"       for reference, the project's seeded baselines (aion.yaml, the measured values, 15 %): "
-          f"{'/'.join(sorted({v.verdict for v in seed_verdicts}))}, exit {exit_code(seed_verdicts)}")
+          f"{'/'.join(sorted({v.verdict for v in seed_verdicts}))}, exit {compose.exit_code_of_history(seed_verdicts)}")
     print("       Reading: an excellent latency can fail a ReFrame reference only if the reference is two-sided (its "
           "lower bound\n       fails a value for being better) or too tight (it claims a past level below 0.57 us "
           "that no build and no\n       placement shows, see (a)). Either way the study's 'fail' says the reference "
@@ -296,7 +297,7 @@ def main(argv=None) -> int:
                        [measured[("iris", "same_numa", "source", "bandwidth")].value], [], REPLAY,
                        baseline=Reference(best.value, 0.15, "MB/s", "easybuild-level", "bandwidth"))
     print(f"   contrast: a band at the level another build measures (easybuild {fv(best.value)} MB/s, 15 %) gates "
-          f"the source build: {fix.verdict}, exit {exit_code([fix])}")
+          f"the source build: {fix.verdict}, exit {compose.exit_code_of_history([fix])}")
 
     # ---------------------------------------------------------------------------------------- summary
     reached = reached1 and reached2a and reached2b and reached3

@@ -30,9 +30,10 @@ from . import (
 )
 from .builds import BuildOptions
 from .builds.common import program_sources
-from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
+from .errors import ERROR, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
-from .verdict import band
+from .report import verdict_text
+from .verdict import band, compose, cross_method
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -88,6 +89,8 @@ class RunOptions:
     ab_against: Optional[str] = None
     ab_pairs: int = 5
     ab_branch: str = "main"
+    event: str = "run"               # the pipeline event whose gating rules judge this run (verdict/gating.yaml)
+    measure_only: bool = False       # a pipeline measurement job: exit 0 when it measured; the verdict job judges
     # Confirm-before-failing (mpiregress confirm): a fresh allocation away from the first run's nodes.
     exclude_nodes: list[str] = field(default_factory=list)
 
@@ -350,7 +353,11 @@ def _classify_infrastructure(found: list[results.Result], env: dict[str, str]) -
         if fault:
             for r in unexplained:
                 r.reason = f"{fault}; the check saw: {r.reason}"
-    return [r for r in errors if osu_output.is_infrastructure(r.reason)]
+    infrastructure = [r for r in errors if osu_output.is_infrastructure(r.reason)]
+    for r in infrastructure:
+        # Slurm, not the build or the benchmark, stopped it: a retry may pass (the verdict's "infrastructure").
+        r.conditions["infrastructure"] = True
+    return infrastructure
 
 
 def run(opts: RunOptions) -> int:
@@ -450,30 +457,39 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
         return _dry_run_verdict(found, opts)
-    infrastructure = _classify_infrastructure(found, env)
+    _classify_infrastructure(found, env)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
+    judged = compose.compose(opts.event, compose.Evidence(
+        results=found, cross=cross_method.check(cross_method.method_values(found)), problems=problems))
+    code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
     print(summary.text_table(found))
-    code = summary.exit_code(found, problems)
-    if infrastructure and code == ERROR and not any(r.status == "error" and r not in infrastructure for r in found):
-        # Slurm, not the build or the benchmark, stopped these checks: a retry may pass. A judged
-        # regression among the finished checks still wins, so it is never retried into a pass.
-        code = REGRESSION if any(r.status == "fail" for r in found) else INFRASTRUCTURE
-        problems.insert(0, f"infrastructure fault (exit 3, worth a retry): {infrastructure[0].reason}")
     # The summary first: if results.json cannot be written, the table still survives.
-    folder.write("summary.md", summary.markdown(found, title, problems, notes))
+    top = verdict_text.markdown(judged, heading="##", measure_only=opts.measure_only)
+    folder.write("summary.md", summary.markdown(found, title, [], notes, top=top))
+    _adopt_junit(folder, opts, judged)
     try:
         folder.write("results.json", results.dump(found))
     except InputError as err:
         raise InputError(f"{err}; the {len(found)} result(s) are in {opts.report_dir / 'summary.md'} and "
                          f"{report}") from None
+    folder.write("verdict.json", json.dumps(judged.to_dict(), indent=2) + "\n")
     for problem in problems:
         print(f"mpiregress run: error: {problem}", file=sys.stderr)
+    print(verdict_text.headline(judged, opts.measure_only))
     folder.write_status("finished", code)
-    _log(f"reports in {opts.report_dir} (reframe-report.json, junit.xml, results.json, summary.md); exit {code}")
+    _log(f"reports in {opts.report_dir} (reframe-report.json, junit.xml, results.json, summary.md, verdict.json); "
+         f"exit {code}")
     return code
+
+
+def _adopt_junit(folder: run_folder.RunFolder, opts: RunOptions, judged: compose.PipelineVerdict) -> None:
+    """junit.xml is the verdict's (ReFrame's own, which knows nothing of baselines, is kept beside it)."""
+    if (opts.report_dir / "junit.xml").exists():
+        os.replace(opts.report_dir / "junit.xml", opts.report_dir / "reframe-junit.xml")
+    folder.write("junit.xml", verdict_text.junit_xml(judged))
 
 
 def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -565,7 +581,7 @@ def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_fold
     from .ab import paired
     from .ab import report as ab_report
 
-    infrastructure = _classify_infrastructure(loaded, env)
+    _classify_infrastructure(loaded, env)
     folder.write("results.json", results.dump(loaded))
     records = ab_judge.records(loaded)
     folder.write("ab-samples.json", json.dumps(records, indent=2) + "\n")
@@ -581,19 +597,19 @@ def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_fold
                                                  reason=r.reason or "nothing measured", basis="none",
                                                  metric=r.metric, unit=r.unit, nodes=tuple(r.nodelist)))
     problems = summary.require_methods(loaded, opts.methods or [])
-    code = ERROR if problems else paired.exit_code(verdicts)
-    if infrastructure and code == ERROR:
-        code = REGRESSION if any(v.verdict == "regression" for v in verdicts) else INFRASTRUCTURE
-        problems.insert(0, f"infrastructure fault (exit 3, worth a retry): {infrastructure[0].reason}")
+    event = opts.event if opts.event != "run" else "toolchain_mr"
+    decided = compose.compose(event, compose.Evidence(paired=verdicts, causes=causes, problems=problems,
+                                                      results=[r for r in loaded if r.status == "error"]))
+    code = compose.exit_code(decided, opts.measure_only)
     title = f"A/B run: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     notes = [found_a.sentence + ("" if found_a.directory else ": no pairs, every series is judged by the "
                                                                "history gate")] + problems
     section = ab_report.markdown(verdicts, causes)
-    folder.write("summary.md", f"# {title}\n\n" + "".join(f"- {n}\n" for n in notes) + "\n" + section)
-    if (opts.report_dir / "junit.xml").exists():
-        os.replace(opts.report_dir / "junit.xml", opts.report_dir / "reframe-junit.xml")
+    top = verdict_text.markdown(decided, heading="##", measure_only=opts.measure_only)
+    folder.write("summary.md", f"# {title}\n\n{top}\n" + "".join(f"- {n}\n" for n in notes) + "\n" + section)
+    _adopt_junit(folder, opts, decided)
+    folder.write("verdict.json", json.dumps(decided.to_dict(), indent=2) + "\n")
     rows = ab_report.rows(verdicts, causes)
-    folder.write("junit.xml", ab_report.junit_xml(rows))
     folder.write("report.html", ab_report.html_page(ab_report.html(verdicts, causes), title, notes))
     print()
     for row in rows:
@@ -602,6 +618,7 @@ def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_fold
             print(f"{'':<12} {row.cause or row.reason}")
     for problem in problems:
         print(f"mpiregress run: error: {problem}", file=sys.stderr)
+    print(verdict_text.headline(decided, opts.measure_only))
     folder.write_status("finished", code)
     _log(f"A/B reports in {opts.report_dir} (summary.md, junit.xml, report.html, ab-samples.json); exit {code}")
     return code

@@ -1,6 +1,7 @@
-"""The run's summary: one row per series (partition, method, benchmark and parameters, metric), and the exit code.
+"""The run's summary: one row per series (partition, method, benchmark and parameters, metric).
 
-Results arrive judged (``verdict.apply_baselines``); this module only presents them.
+Results arrive judged (``verdict.band.apply_baselines``); the run's verdict and exit code are
+:mod:`mpiregress.verdict.compose`'s; this module only presents them.
 
 A missing baseline is not a pass (nothing was judged), a skipped method that
 was explicitly asked for is not a pass (a failed build must never read as one),
@@ -11,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from . import errors
 from .names import METHODS, METRICS, PLACEMENTS
 from .results import Result
 
@@ -32,17 +32,6 @@ def require_methods(results: list[Result], methods: Iterable[str]) -> list[str]:
             why = next((r.reason for r in mine if r.reason), "no test case ran")
             problems.append(f"method {method} was asked for but produced no measurement: {why}")
     return problems
-
-
-def exit_code(results: list[Result], problems: list[str]) -> int:
-    """ERROR beats REGRESSION beats OK; nothing measured at all is SKIPPED (never OK)."""
-    if problems or any(r.status == "error" for r in results):
-        return errors.ERROR
-    if any(r.status == "fail" for r in results):
-        return errors.REGRESSION
-    if not any(r.status == "pass" for r in results):
-        return errors.SKIPPED
-    return errors.OK
 
 
 def _fmt(value: Optional[float]) -> str:
@@ -128,12 +117,16 @@ def text_table(results: list[Result], width: int = 70) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: list[Result], title: str, problems: list[str], notes: Optional[list[str]] = None) -> str:
-    """The summary as Markdown (for the MR and the artifacts); ``notes`` say how the run was made."""
+def markdown(results: list[Result], title: str, problems: list[str], notes: Optional[list[str]] = None,
+             top: str = "") -> str:
+    """The summary as Markdown (for the MR and the artifacts): ``top`` is the verdict's own section
+    (report.verdict_text), ``notes`` say how the run was made, then the table of every series."""
     counts: dict[str, int] = {}
     for r in results:
         counts[verdict_of(r)] = counts.get(verdict_of(r), 0) + 1
-    lines = [f"# {title}", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no test case", ""]
+    lines = [f"# {title}", ""] + ([top.rstrip("\n"), ""] if top else [])
+    lines += ["Per series against its baseline: " + (", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+                                                      or "no test case"), ""]
     lines += [f"- {n}" for n in notes or []] + [f"- **{p}**" for p in problems]
     if problems or notes:
         lines.append("")

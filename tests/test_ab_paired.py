@@ -12,6 +12,7 @@ from mpiregress.ab import paired
 from mpiregress.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
 from mpiregress.errors import ERROR, OK, REGRESSION, InputError
 from mpiregress.series import SeriesKey
+from mpiregress.verdict import compose
 
 FAST = paired.PairedConfig(draws=20_000)
 
@@ -53,7 +54,7 @@ def test_a_real_step_is_a_regression_and_the_rest_pass():
     assert "Holm" in verdicts["p03"].reason and "same nodes" in verdicts["p03"].reason
     others = [v.verdict for k, v in verdicts.items() if k != "p03"]
     assert set(others) <= {"pass", "inconclusive"} and others.count("pass") >= 10
-    assert paired.exit_code(list(verdicts.values())) == REGRESSION
+    assert compose.exit_code_of_paired(list(verdicts.values())) == REGRESSION
 
 
 def test_bandwidth_down_is_the_hurting_side():
@@ -66,7 +67,7 @@ def test_an_improvement_does_not_gate():
     rng = np.random.default_rng(3)
     verdicts = _by_placement(paired.judge(_records(rng, step={0: -0.10}), FAST))
     assert verdicts["p00"].verdict == "improvement"
-    assert paired.exit_code(list(verdicts.values())) == OK
+    assert compose.exit_code_of_paired(list(verdicts.values())) == OK
 
 
 def test_a_significant_effect_below_the_minimum_effect_passes():
@@ -92,7 +93,7 @@ def test_too_few_complete_pairs_is_one_sentence_error():
     v = _by_placement(verdicts)["p00"]
     assert v.verdict == "error" and v.reason.startswith("only 2 complete A/B pair(s) of 6")
     assert "signal 9" in v.reason and v.reason.count(".") <= 2
-    assert paired.exit_code(verdicts) == ERROR
+    assert compose.exit_code_of_paired(verdicts) == ERROR
 
 
 def test_mismatched_targets_are_refused():

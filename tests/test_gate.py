@@ -15,6 +15,7 @@ from mpiregress.verdict.history_gate import GateConfig, judge_values
 from mpiregress.names import METRICS
 from mpiregress.results import pt2pt, pt2pt_key
 from mpiregress.results import Result, dump
+from mpiregress.verdict import compose
 
 LAT = pt2pt_key("iris", "skylake", "source", "same_numa", "latency")
 BW = pt2pt_key("iris", "skylake", "source", "same_numa", "bandwidth")
@@ -111,9 +112,9 @@ def test_short_history_and_no_baseline_is_an_error():
 def test_exit_codes_gate_on_regression_and_error_only():
     def verdict(name):
         return gate.Verdict(key=LAT, verdict=name, reason="")
-    assert gate.exit_code([verdict("pass"), verdict("improvement"), verdict("noisy"), verdict("skip")]) == OK
-    assert gate.exit_code([verdict("pass"), verdict("regression")]) == REGRESSION
-    assert gate.exit_code([verdict("regression"), verdict("error")]) == ERROR
+    assert compose.exit_code_of_history([verdict("pass"), verdict("improvement"), verdict("noisy"), verdict("skip")]) == OK
+    assert compose.exit_code_of_history([verdict("pass"), verdict("regression")]) == REGRESSION
+    assert compose.exit_code_of_history([verdict("regression"), verdict("error")]) == ERROR
 
 
 @pytest.fixture

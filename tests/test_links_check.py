@@ -18,6 +18,7 @@ from mpiregress.errors import InputError
 from mpiregress.links import judge, resultsfile
 from mpiregress.report import links as report_links
 from mpiregress.results import Result
+from mpiregress.verdict import compose
 from shared import REPO
 
 HOSTS8 = [f"n{i // 2}" for i in range(8)]   # 4 nodes x 2 ranks
@@ -126,7 +127,7 @@ def test_a_bad_link_turns_the_run_red_naming_it_and_keeps_every_series(tmp_path:
     verdict.apply_baselines(found, None)
     assert [r for r in found if r.status == "fail"] == failing
     assert all(r.status == "pass" for r in found if r not in failing)
-    assert summary.exit_code(found, []) == 1
+    assert compose.exit_code_of_run(found, []) == 1
     # The history gate keeps it red with the same reason (any history, none here).
     verdicts = gate.judge(found, None, {"local": None})
     red = [v for v in verdicts if v.verdict == "regression"]
@@ -146,7 +147,7 @@ def test_an_undisturbed_run_passes_with_every_node_recorded(tmp_path: Path) -> N
     found = reframe_report.case_to_results(case(as_measured(judged_run(tmp_path))))
     verdict.apply_baselines(found, None)
     assert found and all(r.status == "pass" for r in found)
-    assert summary.exit_code(found, []) == 0
+    assert compose.exit_code_of_run(found, []) == 0
 
 
 def test_a_truncated_results_file_is_an_error_beside_the_series_it_kept(tmp_path: Path) -> None:
@@ -161,7 +162,7 @@ def test_a_truncated_results_file_is_an_error_beside_the_series_it_kept(tmp_path
     errors = [r for r in found if r.status == "error"]
     assert [r.reason for r in errors] == judged.problems
     assert len([r for r in found if r.status == "pass"]) == 8  # 4 nodes x 2 metrics: nothing measured lost
-    assert summary.exit_code(found, []) == 2
+    assert compose.exit_code_of_run(found, []) == 2
     for name in judge.ARTIFACTS:
         assert (tmp_path / "out" / name).stat().st_size > 0
 

@@ -22,6 +22,7 @@ from mpiregress.errors import OK, REGRESSION
 from mpiregress.noise import nodehistory, probe, records
 from mpiregress.report import noise as noise_report
 from mpiregress.results import Result, pt2pt
+from mpiregress.verdict import compose
 
 QUIET_PROBES = [0.9779, 0.9798, 0.9767, 0.9785, 0.9772, 0.9790, 0.9781]
 
@@ -62,12 +63,12 @@ def test_a_regression_on_a_disturbed_node_is_noisy_not_gating(quiet_history: Pat
     assert v.verdict == "noisy" and not v.gates
     assert v.reason.startswith("noisy: node node1 efficiency 0.82, usual 0.98")
     assert "would otherwise be: 3.41 us is" in v.reason and "rerun on quiet nodes" in v.reason
-    assert gate.exit_code([v]) == OK
+    assert compose.exit_code_of_history([v]) == OK
 
 
 def test_a_regression_on_a_quiet_node_stays_a_regression(quiet_history: Path) -> None:
     (v,) = judge(quiet_history, [lat([3.40, 3.42, 3.41], 30, {"node1": {"efficiency": 0.9775, "max_detour_us": 72.0}})])
-    assert v.verdict == "regression" and gate.exit_code([v]) == REGRESSION
+    assert v.verdict == "regression" and compose.exit_code_of_history([v]) == REGRESSION
     (v,) = judge(quiet_history, [lat([3.40, 3.42, 3.41], 30, None)])                   # not probed at all
     assert v.verdict == "regression"
     (v,) = judge(quiet_history, [lat([3.40, 3.42, 3.41], 30, "not probed: the manifest has no fwq program")])
@@ -211,7 +212,7 @@ def test_the_runs_baseline_verdict_defers_to_a_node_noisier_than_its_band(quiet_
     (r,) = disturbed
     assert r.status == "pass" and r.conditions["verdict"] == "noisy"
     assert r.reason.startswith("noisy: node node1 efficiency 0.82, usual 0.98 (would otherwise be: ")
-    assert summary.exit_code(disturbed, []) == OK
+    assert compose.exit_code_of_run(disturbed, []) == OK
     page = summary.markdown(disturbed, "t", [], ["--repeat auto: 3 repetition(s): because"])
     assert "1 noisy" in page and "- --repeat auto: 3 repetition(s): because" in page and "| noisy |" in page
     quiet = [lat([limit * 1.2], 30, {"node1": {"efficiency": 0.978, "max_detour_us": 70.0}})]

@@ -4,6 +4,7 @@ import pytest
 from mpiregress import baselines, errors, reframe_report, results, summary
 from mpiregress.verdict import band as verdict
 from mpiregress.results import pt2pt
+from mpiregress.verdict import compose
 from shared import REPO
 
 DATA = REPO / "tests" / "data"
@@ -85,7 +86,7 @@ def test_old_results_files_with_placement_and_message_size_still_load():
     ([], [], errors.SKIPPED),
 ])
 def test_exit_code_gates_error_over_regression_and_never_passes_nothing(statuses, problems, code):
-    assert summary.exit_code([case(status=s) for s in statuses], problems) == code
+    assert compose.exit_code_of_run([case(status=s) for s in statuses], problems) == code
 
 
 def test_requested_method_with_only_skips_is_a_problem():
@@ -128,7 +129,7 @@ def test_a_sweep_is_one_series_per_size_and_missing_sizes_are_an_error_beside_th
     assert all(r.conditions == {"oversubscribed": True} for r in found)
     (gap,) = [r for r in found if r.status == "error"]
     assert "missing: 4" in gap.reason and gap.parameters["sizes"] == "1:4"
-    assert summary.exit_code(found, []) == errors.ERROR
+    assert compose.exit_code_of_run(found, []) == errors.ERROR
 
 
 def test_a_forced_algorithm_that_tuned_does_not_run_is_a_skip_with_the_reason():

@@ -4,7 +4,7 @@
 # manifest store, else built at the merge base; mpiregress/ab/sides.py). One Slurm job per series
 # runs A and B alternately on the same nodes. Writes reports/ab-<system>-<partition>/ (summary.md
 # and junit.xml and report.html with the A/B section, ab-samples.json with every sample).
-# Exit code = verdict: 0 pass, 1 paired regression, 2 error (mismatched A and B included),
+# A measurement job: exit 0 when it measured (verdict:<system> judges the pairs), 2 error (mismatched A and B included),
 # 3 infrastructure (a lost node; what was measured is kept).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -23,5 +23,5 @@ if [ "$MPIREGRESS_SYSTEM" = local ]; then extra+=(--no-build); fi
 # shellcheck disable=SC2086
 mpiregress run --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --methods "$MPIREGRESS_METHODS" --report-dir "$report_dir" \
-    --manifest-dir "$MPIREGRESS_MANIFEST_DIR" --ab-against auto --ab-branch "$branch" \
+    --manifest-dir "$MPIREGRESS_MANIFEST_DIR" --ab-against auto --ab-branch "$branch" --measure-only \
     "${extra[@]}" ${MPIREGRESS_AB_ARGS:-}

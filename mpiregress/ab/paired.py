@@ -95,7 +95,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..baselines import Reference
-from ..errors import ERROR, OK, REGRESSION, InputError
+from ..errors import InputError
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey, freeze
 from ..verdict.history_gate import GateConfig, Verdict, judge_values
@@ -526,12 +526,3 @@ def judge(records: Iterable[Mapping[str, Any]], config: PairedConfig = PairedCon
           baselines: Optional[Mapping[Any, Reference]] = None) -> list[PairedVerdict]:
     """Records of an A/B run -> one verdict per series (InputError on mismatched A/B)."""
     return judge_pairs(collect(records), config, history, baselines)
-
-
-def exit_code(verdicts: Sequence[PairedVerdict]) -> int:
-    """2 if any series is in error, else 1 on a regression, else 0."""
-    if any(v.verdict == "error" for v in verdicts):
-        return ERROR
-    if any(v.verdict == "regression" for v in verdicts):
-        return REGRESSION
-    return OK

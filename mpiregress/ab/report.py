@@ -12,7 +12,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
-from .paired import PAIRED_VERDICTS, PairedConfig, PairedVerdict, SeriesId, exit_code
+from ..verdict import compose
+from .paired import PAIRED_VERDICTS, PairedConfig, PairedVerdict, SeriesId
 
 ICONS = {"regression": "❌", "error": "⛔", "inconclusive": "〰️", "noisy": "〰️", "improvement": "⬆️",
          "skip": "⏭️", "pass": "✅"}
@@ -112,7 +113,7 @@ are judged by the history gate and say so.</p>
 
 
 def _context(section_rows: Sequence[Row], verdicts: Sequence[PairedVerdict], config: PairedConfig) -> dict:
-    code = exit_code(verdicts)
+    code = compose.exit_code_of_paired(verdicts)
     return dict(rows=section_rows, icons=ICONS, config=config, code=code,
                 status={0: "pass", 1: "regression"}.get(code, "error"),
                 min_effect=max(config.min_effect.values()),

@@ -18,6 +18,7 @@ from ..ab import report as ab_report
 from ..errors import InputError
 from ..links import series as link_series
 from ..names import METRICS
+from ..verdict import compose
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         Path(args.html).parent.mkdir(parents=True, exist_ok=True)
         Path(args.html).write_text(ab_report.html(verdicts, causes, config))
-    code = paired.exit_code(verdicts)
+    code = compose.exit_code_of_paired(verdicts)
     print(f"exit {code}")
     return code

@@ -4,11 +4,14 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Optional
 
 from .. import paths, report
 from ..errors import InputError
 from ..history import open_existing, read_results_file
-from ..report import junit, markdown
+from ..report import junit, markdown, verdict_text
+from ..verdict import policy
+from ..verdict.compose import Evidence
 from ..verdict.history_gate import GateConfig, load_baselines
 
 
@@ -25,6 +28,9 @@ def add_gate_options(p: argparse.ArgumentParser) -> None:
                    help="fewer accepted runs than this: judge by the baselines file")
     p.add_argument("--min-samples", type=int, default=defaults.min_samples, help="new samples needed per series (k)")
     p.add_argument("--z", type=float, default=defaults.z, help="one-sided threshold in robust sigmas")
+    p.add_argument("--event", choices=policy.event_names(), default="history",
+                   help="the pipeline event whose gating rules decide (mpiregress/verdict/gating.yaml; default: "
+                        "history, the history gate as it stands)")
 
 
 # Inclusive ranges of the gate's knobs, checked before anything is read: a zero --last has no level,
@@ -52,7 +58,8 @@ def _stacks() -> dict[str, str]:
                                          toolchain.load(toolchain.default_path()))
 
 
-def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportData:
+def build_report(args: argparse.Namespace, with_trends: bool,
+                 evidence: Optional[Evidence] = None) -> report.ReportData:
     config = gate_config(args)
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
@@ -61,7 +68,7 @@ def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportDa
     try:
         data = report.build(results, history, books, config, results_source=str(args.results),
                             history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
-                            with_trends=with_trends, stacks=_stacks())
+                            with_trends=with_trends, stacks=_stacks(), event=args.event, evidence=evidence)
     finally:
         if history:
             history.close()
@@ -94,7 +101,8 @@ def print_table(data: report.ReportData) -> None:
         print(f"note: {note}")
     for finding in data.findings:
         print(f"cross-method: {finding.sentence()}")
-    print(" ".join(f"{n} {k}" for k, n in data.counts.items() if n) + f"; exit {data.exit_code}")
+    print("history gate: " + " ".join(f"{n} {k}" for k, n in data.counts.items() if n))
+    print(verdict_text.headline(data.pipeline_verdict))
 
 
 def run(args: argparse.Namespace) -> int:

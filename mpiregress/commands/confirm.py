@@ -7,8 +7,9 @@ run's nodes (Slurm ``--exclude``, through ReFrame's job options), and judged aga
 only a regression that reproduces gates, one that vanished is "transient on node X"
 (:mod:`mpiregress.ab.confirm`). Prints and writes each outcome and the cost.
 
-Exit 0: nothing to confirm, or every regression was transient; 1: a regression
-reproduced; 2: error (a series could not be measured again, bad input); 3: Slurm.
+Exit codes are the verdict's (:mod:`mpiregress.verdict.compose`, event "schedule"): 0 nothing to
+confirm, 5 a transient regression (needs a look), 1 a regression reproduced, 2 error (a series could
+not be measured again, bad input), 3 Slurm.
 """
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from typing import Optional, Sequence
 
 from .. import paths
 from ..ab import confirm
-from ..errors import ERROR, OK, REGRESSION
-from ..history import open_existing, read_results_file
+from ..history import History, open_existing, read_results_file
 from ..names import PT2PT
 from ..results import Result
 from ..runner import RunOptions
 from ..runner import run as run_checks
-from ..verdict.history_gate import judge, load_baselines
+from ..verdict import compose
+from ..verdict.history_gate import GateConfig, Verdict, judge, load_baselines
 from .compare import add_gate_options, gate_config
 
 
@@ -50,7 +51,8 @@ def partition_nodes(partition: str) -> Optional[list[str]]:
     return nodes if out.returncode == 0 and nodes else None
 
 
-def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, args: argparse.Namespace) -> list[Result]:
+def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, report_dir: Path,
+               iterations: Optional[int]) -> list[Result]:
     """Run the plan's point-to-point series again, one run per (system, partition), excluding the plan's nodes."""
     again: list[Result] = []
     groups: dict[tuple[str, str], list] = {}
@@ -60,34 +62,30 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, args: argpa
         pt2pt = [k for k in keys if k.benchmark in {spec.benchmark for spec in PT2PT.values()}]
         if not pt2pt:
             continue
-        report_dir = Path(args.report_dir) / f"{system}-{partition}"
+        folder = Path(report_dir) / f"{system}-{partition}"
         params = [dict(k.parameters) for k in pt2pt]
         run_checks(RunOptions(
-            system=system, partition=None if system == "local" else partition, report_dir=report_dir.resolve(),
+            system=system, partition=None if system == "local" else partition, report_dir=folder.resolve(),
             methods=sorted({k.method for k in pt2pt}), metrics=sorted({k.metric for k in pt2pt}),
             placements=sorted({str(p.get("placement")) for p in params}), families=["pt2pt"],
-            repeat=max(plan.samples, 1), iterations=args.iterations, build_missing=False,
+            repeat=max(plan.samples, 1), iterations=iterations, build_missing=False,
             allow_missing_baselines=True, exclude_nodes=list(plan.exclude)))
-        again += read_results_file(report_dir / "results.json")
+        again += read_results_file(folder / "results.json")
     return again
 
 
-def run(args: argparse.Namespace) -> int:
-    config = gate_config(args)
-    results = read_results_file(args.results)
-    books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
-    history = open_existing(args.db)
-    try:
-        first = judge(results, history, books, config, exclude_run=args.exclude_run)
-        samples = max((len(r.samples) or 1 for r in results), default=1)
-        first_nodes = {r.key(): r.nodelist for r in results}
-        partitions = {r.partition for r in results}
-        nodes = partition_nodes(next(iter(partitions))) if len(partitions) == 1 else None
-        plan = confirm.remeasure_plan(first, first_nodes, samples, nodes)
-        second = judge(_remeasure(results, plan, args), history, books, config) if plan.series else []
-    finally:
-        if history:
-            history.close()
+def confirmations(results: Sequence[Result], history: Optional[History], books: dict, config: GateConfig,
+                  report_dir: Path, iterations: Optional[int] = None, exclude_run: Optional[str] = None
+                  ) -> tuple[list[Verdict], list[confirm.Confirmation], str]:
+    """The history gate's verdicts, the outcome of re-measuring each regression, and the Markdown saying so."""
+    first = judge(results, history, books, config, exclude_run=exclude_run)
+    samples = max((len(r.samples) or 1 for r in results), default=1)
+    first_nodes = {r.key(): r.nodelist for r in results}
+    partitions = {r.partition for r in results}
+    nodes = partition_nodes(next(iter(partitions))) if len(partitions) == 1 else None
+    plan = confirm.remeasure_plan(first, first_nodes, samples, nodes)
+    again = _remeasure(results, plan, report_dir, iterations) if plan.series else []
+    second = judge(again, history, books, config) if again else []
     pt2pt = {s.benchmark for s in PT2PT.values()}
     outcomes = [c if c.key.benchmark in pt2pt else
                 confirm.Confirmation(c.key, confirm.REPRODUCED, f"{c.key.name()} was not measured again (only "
@@ -99,10 +97,22 @@ def run(args: argparse.Namespace) -> int:
     text = "\n".join(["### Confirmation in a fresh allocation", "",
                       f"Series the history gate failed: {len(plan.series)}; nodes excluded: {excluded}.", "",
                       *lines, "", f"Cost: {cost.sentence()}.", ""])
+    return first, outcomes, text
+
+
+def run(args: argparse.Namespace) -> int:
+    config = gate_config(args)
+    results = read_results_file(args.results)
+    books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
+    history = open_existing(args.db)
+    try:
+        first, outcomes, text = confirmations(results, history, books, config, Path(args.report_dir),
+                                              args.iterations, args.exclude_run)
+    finally:
+        if history:
+            history.close()
     print(text)
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(text)
-    if any(c.outcome == "error" for c in outcomes):
-        return ERROR
-    return REGRESSION if any(c.outcome == confirm.REPRODUCED for c in outcomes) else OK
+    return compose.exit_code(compose.compose("schedule", compose.Evidence(history=first, confirmations=outcomes)))

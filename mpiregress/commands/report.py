@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import OK
-from ..report import junit, markdown
+from ..report import junit, markdown, verdict_text
 from .compare import add_gate_options, build_report
 
 
@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write report.html, summary.md and junit.xml for a run and the history")
     add_gate_options(p)
     p.add_argument("--out-dir", type=Path, default=None, help="default: $MPIREGRESS_REPORTS_DIR or reports/")
-    p.add_argument("--gate", action="store_true", help="also exit with the gate's code (1 regression, 2 error)")
+    p.add_argument("--gate", action="store_true",
+                   help="also exit with the verdict's code (1 regression, 2 error, 5 needs a look)")
     p.set_defaults(func=run)
 
 
@@ -27,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
                junit.write(data, out / "junit.xml")]
     for path in written:
         print(f"wrote {path}")
-    print(" ".join(f"{n} {k}" for k, n in data.counts.items() if n) + f"; gate exit code {data.exit_code}")
+    print(verdict_text.headline(data.pipeline_verdict))
     return data.exit_code if args.gate else OK

@@ -10,6 +10,7 @@ from ..errors import InputError
 from ..names import FAMILIES, SYSTEMS
 from ..runner import RunOptions
 from ..runner import run as run_checks
+from ..verdict import policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ab-branch", default=os.environ.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
                    or os.environ.get("CI_DEFAULT_BRANCH") or "main",
                    help="the branch A is built from (default: the MR's target branch, else main)")
+    p.add_argument("--event", choices=policy.event_names(), default=None,
+                   help="the pipeline event whose gating rules judge the run (verdict/gating.yaml; default: run, "
+                        "or toolchain_mr with --ab-against)")
+    p.add_argument("--measure-only", action="store_true",
+                   help="a pipeline's measurement job: exit 0 when it measured (2 error, 3 infrastructure, 4 "
+                        "nothing measured); the pipeline's verdict job judges (mpiregress verdict)")
     p.set_defaults(func=run)
 
 
@@ -85,5 +92,6 @@ def run(args: argparse.Namespace) -> int:
         source_mirror=mirror, sha256_override=args.sha256 or os.environ.get("OSU_SHA256") or None,
         pipeline=os.environ.get("CI_PIPELINE_ID", ""),
         ab_against=args.ab_against, ab_pairs=args.ab_pairs, ab_branch=args.ab_branch,
+        event=args.event or ("toolchain_mr" if args.ab_against else "run"), measure_only=args.measure_only,
     )
     return run_checks(opts)

@@ -67,7 +67,8 @@ class Evidence:
     problems: Sequence[str] = ()                         # the run's own errors, one sentence each
     infrastructure: Sequence[str] = ()                   # Slurm or the network stopped checks
     changed_methods: frozenset[str] = frozenset()        # methods whose build definition the MR changes
-    changed_series: Optional[frozenset[SeriesKey]] = None   # series whose baseline a baselines MR changes
+    # Systems whose baselines file the MR changes (None: not known, every system counts as changed).
+    changed_baselines: Optional[frozenset[str]] = None
 
 
 @dataclass
@@ -164,15 +165,17 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
     out = []
     for r in ev.results:
         key = r.key()
-        if r.status == "error" and not r.conditions.get("infrastructure"):
-            if key not in paired:         # an A/B series' error is its paired verdict's
-                out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
+        if r.status == "error" and r.conditions.get("infrastructure"):
+            out.append(Finding("infrastructure", "check", key.name(), r.reason, key=key))
+        elif r.status == "error" and key not in paired:     # an A/B series' error is its paired verdict's
+            out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
         if r.conditions.get("verdict") == "noisy":
             out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
         if r.status != "fail":
             continue
         gates = "baseline_band" in rules.gates or (
-            "baseline_band_changed" in rules.gates and (ev.changed_series is None or key in ev.changed_series))
+            "baseline_band_changed" in rules.gates and (ev.changed_baselines is None or key.system in
+                                                        ev.changed_baselines))
         cause = ev.causes.get(key, "")
         if gates:
             out.append(Finding("regression", "baseline band", key.name(), r.reason, cause=cause, key=key))
@@ -186,8 +189,9 @@ def _history(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "Pair
     """The history gate: gating (confirmed where the event asks for it) or evidence."""
     out: list[Finding] = []
     confirmed = {c.key: c for c in ev.confirmations or ()}
-    gates = "history_gate" in rules.gates
     for v in ev.history or ():
+        # Under an A/B event, a series with no A is the history's to judge (confirmed before it fails).
+        gates = "history_gate" in rules.gates or ("paired_ab" in rules.gates and v.key not in paired)
         cause = ev.causes.get(v.key, "")
         common: dict[str, Any] = dict(judge="history gate", subject=v.name(), key=v.key, effect=v.effect)
         if not gates:
@@ -275,3 +279,36 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
                     f"to A and B: the system or the day, not this change")
         return f" — evidence only: A/B on the same nodes says {said}"
     return f" — evidence only: for a {rules.name.replace('_', ' ')} the {' and '.join(rules.gates)} gate(s)"
+
+
+def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
+    """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
+    from . import cross_method
+
+    return compose(event, Evidence(results=results, problems=problems,
+                                   cross=cross_method.check(cross_method.method_values(results))))
+
+
+def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:
+    """The verdict of the history gate's series verdicts alone."""
+    return compose(event, Evidence(history=verdicts))
+
+
+def of_paired(verdicts: Sequence["PairedVerdict"], event: str = "toolchain_mr") -> PipelineVerdict:
+    """The verdict of an A/B run's paired verdicts alone."""
+    return compose(event, Evidence(paired=verdicts))
+
+
+def exit_code_of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> int:
+    """:func:`exit_code` of :func:`of_run`."""
+    return exit_code(of_run(results, problems, event))
+
+
+def exit_code_of_history(verdicts: Sequence[Verdict], event: str = "history") -> int:
+    """:func:`exit_code` of :func:`of_history`."""
+    return exit_code(of_history(verdicts, event))
+
+
+def exit_code_of_paired(verdicts: Sequence["PairedVerdict"], event: str = "toolchain_mr") -> int:
+    """:func:`exit_code` of :func:`of_paired`."""
+    return exit_code(of_paired(verdicts, event))

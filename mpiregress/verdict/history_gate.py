@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from ..baselines import Baselines, Reference, for_system
-from ..errors import ERROR, OK, REGRESSION
 from ..history import History, RunPoint
 from ..names import METRICS, format_value
 from ..results import Result
@@ -339,15 +338,6 @@ def load_baselines(systems: Sequence[str], directory: Path) -> dict[str, Optiona
         path = Path(directory) / f"{system}.yaml"
         books[system] = for_system(system, Path(directory)) if path.exists() else None
     return books
-
-
-def exit_code(verdicts: Sequence[Verdict]) -> int:
-    """2 if anything is in error (the run is incomplete), else 1 on a regression, else 0."""
-    if any(v.verdict == "error" for v in verdicts):
-        return ERROR
-    if any(v.verdict == "regression" for v in verdicts):
-        return REGRESSION
-    return OK
 
 
 def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:

@@ -77,6 +77,13 @@ def pipeline_event(env: Mapping[str, str], changed: Optional[Iterable[str]] = No
     return "schedule" if source in ("web", "api", "trigger") else "run"
 
 
+def changed_baselines(changed: Optional[Iterable[str]]) -> Optional[frozenset[str]]:
+    """Systems whose baselines file is among the ``changed`` paths (None when the changes are not known)."""
+    if changed is None:
+        return None
+    return frozenset(Path(p).stem for p in changed if p.startswith("baselines/") and p.endswith(".yaml"))
+
+
 def changed_methods(changed: Iterable[str]) -> frozenset[str]:
     """Methods whose build definition is among the ``changed`` paths."""
     paths = list(changed)

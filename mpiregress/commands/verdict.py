@@ -1,0 +1,137 @@
+"""``mpiregress verdict``: the pipeline's one verdict job (one per system).
+
+The measurement jobs (run, A/B) exit 0 when they measured and leave their results as artifacts;
+this command reads them all, runs every judge the event asks for (the history gate; the paired A/B
+verdicts again from the kept samples; on the schedule, a re-measurement of the history gate's
+regressions), composes the one verdict (:mod:`mpiregress.verdict.compose`, rules in
+``verdict/gating.yaml``) and writes every surface from it: report.html, summary.md, junit.xml and
+verdict.json. Its exit code is the verdict's: 0 pass, 5 needs a look, 1 regression, 2 error,
+3 infrastructure, 4 not available.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .. import jsonfile, paths
+from ..errors import InputError
+from ..history import open_existing, read_results_file
+from ..results import Result, dump
+from ..verdict import policy
+from ..verdict.compose import Evidence
+from .compare import add_gate_options, gate_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verdict", help="the pipeline's verdict: judge every measurement job's results by the "
+                                       "event's gating rules and write report, summary, JUnit and verdict.json")
+    add_gate_options(p)
+    p.set_defaults(event=None)
+    p.add_argument("more_results", nargs="*", type=Path, help="more results.json files (other partitions)")
+    p.add_argument("--ab", type=Path, action="append", default=[], metavar="DIR",
+                   help="an A/B job's report folder (its ab-samples.json is judged again here)")
+    p.add_argument("--out-dir", type=Path, required=True, help="where report.html, summary.md, junit.xml go")
+    p.add_argument("--changed", type=Path, default=None,
+                   help="file listing the paths the MR changes, one per line (default: git diff against "
+                        "$CI_MERGE_REQUEST_DIFF_BASE_SHA when set)")
+    p.add_argument("--confirm", action="store_true",
+                   help="when the event confirms history regressions (schedule, default branch): measure them "
+                        "again in a fresh allocation before they fail")
+    p.add_argument("--iterations", type=int, help="confirmation: measured iterations (default: the check's)")
+    p.set_defaults(func=run)
+
+
+def changed_paths(listing: Optional[Path]) -> Optional[list[str]]:
+    """The paths the MR changes: from ``listing``, else git against the MR's diff base (or its target
+    branch), else None (not an MR, or git cannot say: then every baselines file counts as changed)."""
+    if listing is not None:
+        try:
+            return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
+        except OSError as err:
+            raise InputError(f"changed-paths file {listing} cannot be read: {err.strerror}") from None
+    base = os.environ.get("CI_MERGE_REQUEST_DIFF_BASE_SHA") or (
+        f"origin/{os.environ['CI_MERGE_REQUEST_TARGET_BRANCH_NAME']}"
+        if os.environ.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME") else "")
+    if not base:
+        return None
+    done = subprocess.run(["git", "diff", "--name-only", f"{base}...HEAD"], capture_output=True, text=True,
+                          cwd=paths.REPO_ROOT, timeout=60)
+    if done.returncode != 0:
+        print(f"verdict: git cannot list the MR's changes against {base} ({done.stderr.strip()}): every "
+              f"baselines file counts as changed")
+        return None
+    return done.stdout.split()
+
+
+def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list], dict]:
+    """Paired verdicts and causes of every A/B folder (None when no A/B job ran)."""
+    from ..ab import judge as ab_judge
+
+    if not folders:
+        return None, {}
+    verdicts: list = []
+    causes: dict = {}
+    for folder in folders:
+        samples_file = folder / "ab-samples.json"
+        if not samples_file.exists():
+            raise InputError(f"A/B folder {folder} has no ab-samples.json: its job measured nothing (see its log)")
+        records = jsonfile.read(samples_file, "A/B samples file")
+        if not isinstance(records, list):
+            raise InputError(f"A/B samples file {samples_file} is not a list of records")
+        found, why = ab_judge.judge_run([r for r in records if isinstance(r, dict) and "ab_side" in r], db)
+        verdicts += found
+        causes.update(why)
+    return verdicts, causes
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import html, junit, markdown, verdict_text
+
+    changed = changed_paths(args.changed)
+    # In a pipeline the event is GitLab's; by hand it is the history gate as it stands, unless named.
+    args.event = args.event or (policy.pipeline_event(os.environ, changed) if os.environ.get("CI_PIPELINE_SOURCE")
+                                else "history")
+    rules = policy.load()[args.event]
+    results: list[Result] = read_results_file(args.results)
+    for more in args.more_results:
+        results += read_results_file(more)
+    db_path = Path(args.db) if args.db else paths.history_db()
+    paired, causes = _paired(args.ab, db_path if db_path.exists() else None)
+    confirmations = None
+    notes: list[str] = []
+    if rules.confirm_history and args.confirm:
+        from ..verdict.history_gate import load_baselines
+        from .confirm import confirmations as confirm_run
+
+        books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
+        history = open_existing(db_path)
+        try:
+            _, confirmations, text = confirm_run(results, history, books, gate_config(args),
+                                                 args.out_dir / "confirm", args.iterations, args.exclude_run)
+        finally:
+            if history:
+                history.close()
+        notes.append(text.splitlines()[2])
+    evidence = Evidence(paired=paired, causes=causes, confirmations=confirmations,
+                        changed_methods=policy.changed_methods(changed or ()),
+                        changed_baselines=policy.changed_baselines(changed))
+    merged = args.out_dir / "results.json"
+    if merged.resolve() != Path(args.results).resolve():
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        merged.write_text(dump(results))
+    args.results = merged
+    from .compare import build_report
+
+    data = build_report(args, with_trends=True, evidence=evidence)
+    data.notes += notes
+    out = args.out_dir
+    for path in (html.write(data, out / "report.html"), markdown.write(data, out / "summary.md"),
+                 junit.write(data, out / "junit.xml")):
+        print(f"wrote {path}")
+    (out / "verdict.json").write_text(json.dumps(data.pipeline_verdict.to_dict(), indent=2) + "\n")
+    print(verdict_text.markdown(data.pipeline_verdict))
+    return data.exit_code
