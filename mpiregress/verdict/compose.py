@@ -246,9 +246,19 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
             out.append(_confirmed(v.reason, cause, confirmed.get(v.key), rules, common))
         elif v.verdict == "regression":
             out.append(Finding("regression", sentence=v.reason, cause=cause, **common))
+        elif v.verdict == "inconclusive" and not _beyond_min_effect(v):
+            # Too noisy to certify, but its estimate is within the minimum effect: said, not flagged.
+            out.append(Finding(EVIDENCE, sentence=f"inconclusive within the minimum effect: {v.reason}", **common))
         elif v.verdict in ("inconclusive", "improvement", "noisy"):
             out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
     return out
+
+
+def _beyond_min_effect(v: "PairedVerdict") -> bool:
+    """An A/B estimate worse than the minimum effect that matters (or one not known)."""
+    from ..ab.paired import PairedConfig
+
+    return v.effect is None or v.effect > PairedConfig().min_effect.get(v.metric, 0.03)
 
 
 def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:

@@ -37,8 +37,13 @@ def load(path: Path = POLICY_FILE) -> Mapping[str, Rules]:
     """Every event's rules, or InputError naming what is wrong in the file."""
     try:
         data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(f"gating policy {path} cannot be read: {err}") from None
+    except OSError as err:
+        raise InputError(f"gating policy {path} cannot be read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise InputError(f"gating policy {path} cannot be read: not valid YAML{at} "
+                         f"({getattr(err, 'problem', None) or 'parse error'})") from None
     events = (data or {}).get("events")
     if not isinstance(events, dict) or not events:
         raise InputError(f"gating policy {path}: 'events' must map event names to their rules")
