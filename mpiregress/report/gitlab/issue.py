@@ -39,7 +39,7 @@ def upsert_weekly_issue(system: str, body_markdown: str, clean: bool, title: Opt
         if found is None:
             if clean:
                 return Outcome("skipped", f"{what} was not opened: a clean week, and no earlier issue to update.")
-            issue = proj.issues.create({"title": title, "description": body, "labels": [LABEL]})
+            issue = proj.issues.create({"title": title, "description": body, "labels": LABEL})
             return Outcome("created", f"Opened {what.lower()}: {issue.web_url}", issue.web_url)
         newer = newer_writer(found.description or "", settings.pipeline_id)
         if newer is not None:

@@ -62,7 +62,7 @@ def propose_merge_request(changes: Sequence[Change], description_markdown: str, 
         if mr is None:
             mr = proj.mergerequests.create({"source_branch": branch, "target_branch": settings.default_branch,
                                             "title": title, "description": description_markdown,
-                                            "labels": [LABEL], "remove_source_branch": True})
+                                            "labels": LABEL, "remove_source_branch": True})
             return Outcome("created", f"Opened {what.lower()} for {files}: {mr.web_url}", mr.web_url)
         edits = {k: v for k, v in (("description", description_markdown), ("title", title))
                  if getattr(mr, k, None) != v}
