@@ -274,7 +274,7 @@ def test_weekly_issue_is_found_by_label_and_marker_not_by_title(gl: GitLabDouble
     outcome = run_week(gl, "week 2", False, 601)
     assert outcome.action == "updated" and outcome.url.endswith("/-/issues/1")
     assert "week 2" in gl.state.issues[1]["description"]
-    assert gl.state.issues[1]["title"] == "mpiregress weekly: iris"
+    assert gl.state.issues[1]["title"] == "Iris: perf findings (renamed by an admin)"    # people's title stays
     assert [gl.state.issues[i]["description"].split("\n")[-1] for i in (2, 3, 4)] == ["copied by hand", "aion",
                                                                                        "quoted"]
 

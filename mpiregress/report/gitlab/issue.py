@@ -24,12 +24,13 @@ def upsert_weekly_issue(system: str, body_markdown: str, clean: bool, title: Opt
     """Create or update the weekly issue of ``system``; close it when ``clean``, reopen it when not.
 
     ``clean``: the week's verdict had nothing to look at (the caller decides; this module renders nothing).
+    ``title`` is used when the issue is opened; an existing issue's title changes only when one is given.
     One sentence goes to ``say`` whatever happens; nothing here fails the job.
     """
     check_key(system, "system")
     settings = settings or Settings.from_env()
     body = stamp(KIND, system, body_markdown, settings.pipeline_id)
-    title = title or f"mpiregress weekly: {system}"
+    new_title = title or f"mpiregress weekly: {system}"
     what = f"The weekly issue of {system}"
 
     def write(gl: Any) -> Outcome:
@@ -39,7 +40,7 @@ def upsert_weekly_issue(system: str, body_markdown: str, clean: bool, title: Opt
         if found is None:
             if clean:
                 return Outcome("skipped", f"{what} was not opened: a clean week, and no earlier issue to update.")
-            issue = proj.issues.create({"title": title, "description": body, "labels": LABEL})
+            issue = proj.issues.create({"title": new_title, "description": body, "labels": LABEL})
             return Outcome("created", f"Opened {what.lower()}: {issue.web_url}", issue.web_url)
         newer = newer_writer(found.description or "", settings.pipeline_id)
         if newer is not None:
@@ -48,7 +49,7 @@ def upsert_weekly_issue(system: str, body_markdown: str, clean: bool, title: Opt
         changes: dict[str, Any] = {}
         if (found.description or "") != body:
             changes["description"] = body
-        if found.title != title:
+        if title is not None and found.title != title:      # a title people gave it stays, unless asked
             changes["title"] = title
         if clean and found.state == "opened":
             changes["state_event"] = "close"

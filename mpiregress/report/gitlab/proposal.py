@@ -44,7 +44,7 @@ def propose_merge_request(changes: Sequence[Change], description_markdown: str, 
         return outcome
     branch = check_branch(branch) if branch else default_branch_name(changes)
     files = ", ".join(c.path for c in changes)
-    title = title or f"Baselines: proposal for {files}"
+    new_title = title or f"Baselines: proposal for {files}"
     missing_target = None if settings.default_branch else "the target branch is unknown (no CI_DEFAULT_BRANCH)"
 
     def write(gl: Any) -> Outcome:
@@ -61,11 +61,12 @@ def propose_merge_request(changes: Sequence[Change], description_markdown: str, 
         mr = _open_mr(proj, branch)
         if mr is None:
             mr = proj.mergerequests.create({"source_branch": branch, "target_branch": settings.default_branch,
-                                            "title": title, "description": description_markdown,
+                                            "title": new_title, "description": description_markdown,
                                             "labels": LABEL, "remove_source_branch": True})
             return Outcome("created", f"Opened {what.lower()} for {files}: {mr.web_url}", mr.web_url)
-        edits = {k: v for k, v in (("description", description_markdown), ("title", title))
-                 if getattr(mr, k, None) != v}
+        # A title a reviewer gave the MR stays unless the caller names one.
+        wanted = {"description": description_markdown, **({"title": title} if title else {})}
+        edits = {k: v for k, v in wanted.items() if getattr(mr, k, None) != v}
         for name, value in edits.items():
             setattr(mr, name, value)
         if edits:
