@@ -441,6 +441,11 @@ def test_diff_without_prefixes_and_a_new_file_apply(checkout: Path) -> None:
         [("baselines/newsys.yaml", "create", "schema: mpiregress-baselines/1\nsystem: newsys\n")]
 
 
+def test_an_empty_proposal_is_no_change(checkout: Path) -> None:
+    assert changes_from_diff("", checkout) == []
+    assert changes_from_diff("# no change proposed for baselines/iris.yaml\n", checkout) == []
+
+
 def test_a_removed_line_that_looks_like_a_header_is_content(tmp_path: Path) -> None:
     (tmp_path / "baselines").mkdir()
     (tmp_path / "baselines/x.yaml").write_text("a: 1\n-- b\nc: 3\n")
@@ -551,6 +556,11 @@ def test_cli_weekly_issue_and_proposal(gl: GitLabDouble, tmp_path: Path, checkou
                     "--root", str(checkout), env=gl.ci_env(CI_COMMIT_SHA=sha))
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("Opened the baseline proposal merge request for baselines/iris.yaml")
+    nothing = _write(tmp_path / "none.diff", "# no change proposed for baselines/iris.yaml\n")
+    calls = len(gl.calls)
+    done = cli_here(monkeypatch, capsys, "proposal-mr", "--diff", str(nothing), "--description", str(evidence),
+                    "--root", str(checkout), env=gl.ci_env(CI_COMMIT_SHA=sha))
+    assert done.returncode == 0 and "changes no file" in done.stderr and len(gl.calls) == calls
     assert "{value: 4.02," in gl.branch_files("mpiregress/baselines-iris")[path]
 
 

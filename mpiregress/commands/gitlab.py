@@ -54,15 +54,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     mr.set_defaults(func=run_proposal)
 
 
-def _read(path: Path, what: str) -> str:
-    """A non-empty text file's content; InputError (exit 2, one sentence) otherwise."""
+def _read(path: Path, what: str, may_be_empty: bool = False) -> str:
+    """A (non-empty unless ``may_be_empty``) text file's content; InputError (exit 2, one sentence) otherwise."""
     try:
         text = path.read_text()
     except FileNotFoundError as err:
         raise InputError(f"{what} {path} does not exist") from err
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read {what} {path}: {getattr(err, 'strerror', None) or err}") from err
-    if not text.strip():
+    if not text.strip() and not may_be_empty:
         raise InputError(f"{what} {path} is empty")
     return text
 
@@ -99,7 +99,8 @@ def run_proposal(args: argparse.Namespace) -> int:
 
     description = _read(args.description, "the merge request description")
     if args.diff is not None:
-        changes = changes_from_diff(_read(args.diff, "the diff"), args.root, source=f"the diff {args.diff}")
+        diff = _read(args.diff, "the diff", may_be_empty=True)
+        changes = changes_from_diff(diff, args.root, source=f"the diff {args.diff}")
     else:
         files = {}
         for item in args.file:

@@ -91,7 +91,13 @@ def diff_paths(diff: str, source: str) -> tuple[list[str], int]:
 
 
 def changes_from_diff(diff: str, root: Path, source: str = "the diff") -> list[Change]:
-    """Apply ``diff`` (repository-relative paths) to copies of the files under ``root``; the changed files."""
+    """Apply ``diff`` (repository-relative paths) to copies of the files under ``root``; the changed files.
+
+    An empty diff, or one holding only '#' comment lines (``baseline propose`` prints "# no change
+    proposed for ..."), proposes nothing: no change, not an error.
+    """
+    if all(not line.strip() or line.startswith("#") for line in diff.splitlines()):
+        return []
     paths, strip = diff_paths(diff, source)
     git = shutil.which("git")
     if git is None:
