@@ -206,6 +206,13 @@ def test_an_unreachable_gitlab_is_one_sentence() -> None:
     assert outcome.action == "failed" and len(said) == 1 and "could not be reached" in said[0]
 
 
+def test_a_body_too_long_for_gitlab_is_cut_saying_so(gl: GitLabDouble) -> None:
+    gl.add_mr(3)
+    outcome, _ = run_note(gl, "| series | effect |\n" * 120_000, 501)      # 2.2 million characters
+    body = bot_notes(gl)[0]["body"]
+    assert outcome.action == "created" and len(body) < 1_000_000 and "too long for GitLab" in body
+
+
 def test_a_key_that_would_break_the_marker_is_refused() -> None:
     with pytest.raises(ValueError, match="letters, digits"):
         upsert_mr_note("body", "iris --> <b>", Settings.from_env({}), say=lambda s: None)
@@ -386,6 +393,11 @@ def test_a_branch_a_person_pushed_to_is_left_alone(gl: GitLabDouble, checkout: P
     outcome = run_proposal(gl, changes, "evidence 2", sha, 701)
     assert outcome.action == "skipped" and "not made by mpiregress" in outcome.sentence
     assert gl.writes() == [] and gl.branch_files("mpiregress/baselines-iris")[path].endswith("by hand\n")
+    # Once that merge request is closed, the branch is a leftover: the next proposal replaces it.
+    gl.state.mrs[1]["state"] = "closed"
+    outcome = run_proposal(gl, changes, "evidence 3", sha, 702)
+    assert outcome.action == "created" and gl.branch_files("mpiregress/baselines-iris")[path] == new
+    assert [mr["state"] for mr in gl.state.mrs.values()] == ["closed", "opened"]
 
 
 def test_a_merged_proposal_leads_to_a_new_merge_request(gl: GitLabDouble, checkout: Path) -> None:

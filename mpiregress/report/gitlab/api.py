@@ -126,12 +126,22 @@ def marker(kind: str, key: str) -> str:
 _PIPELINE = re.compile(r"<!-- mpiregress:pipeline:(\d+) -->")
 
 
+# GitLab refuses a note or description over 1,000,000 characters; keep well inside it.
+MAX_BODY = 900_000
+
+
 def stamp(kind: str, key: str, body: str, pipeline_id: Optional[int]) -> str:
-    """``body`` with its marker first and, when known, the pipeline that wrote it (hidden, second line)."""
+    """``body`` with its marker first and, when known, the pipeline that wrote it (hidden, second line).
+
+    A body longer than GitLab accepts is cut, saying so, rather than refused whole.
+    """
     lines = [marker(kind, key)]
     if pipeline_id is not None:
         lines.append(f"<!-- mpiregress:pipeline:{pipeline_id} -->")
-    return "\n".join(lines) + "\n" + body.strip("\n") + "\n"
+    text = body.strip("\n")
+    if len(text) > MAX_BODY:
+        text = text[:MAX_BODY].rsplit("\n", 1)[0] + "\n\n*(cut here: too long for GitLab; the report has it all)*"
+    return "\n".join(lines) + "\n" + text + "\n"
 
 
 def written_by_pipeline(body: str) -> Optional[int]:

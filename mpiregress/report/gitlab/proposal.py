@@ -6,7 +6,8 @@ the runner needs no git credentials: the token does it. Each week's proposal rep
 that branch gets the week's evidence as its description; a new MR is opened only when none is open.
 
 The branch belongs to mpiregress: its commits carry a ``Proposed-by: mpiregress`` trailer. When its head
-commit lacks it (a person pushed to the branch), nothing is overwritten and the sentence says so.
+commit lacks it (a person pushed to the branch) while its merge request is open, nothing is overwritten and
+the sentence says so; once that MR is merged or closed, the next proposal replaces the branch.
 """
 from __future__ import annotations
 
@@ -50,7 +51,10 @@ def propose_merge_request(changes: Sequence[Change], description_markdown: str, 
     def write(gl: Any) -> Outcome:
         proj = project(gl, settings)
         head = _branch_head(proj, branch)
-        if head is not None and TRAILER not in (head.get("message") or ""):
+        mr = _open_mr(proj, branch)
+        # A person's commit on the branch of an open proposal is a review in progress: never overwrite it.
+        # With no open merge request the branch is a leftover (a closed proposal) and is replaced.
+        if head is not None and mr is not None and TRAILER not in (head.get("message") or ""):
             return Outcome("skipped", f"{what} was left as is: branch {branch} has a commit not made by "
                                       f"mpiregress ({head.get('short_id') or head.get('id')}); merge or close "
                                       f"its merge request to get a new proposal.")
@@ -58,7 +62,6 @@ def propose_merge_request(changes: Sequence[Change], description_markdown: str, 
         if head is None or not _branch_has(proj, branch, changes):
             _push(proj, branch, changes, settings)
             pushed = True
-        mr = _open_mr(proj, branch)
         if mr is None:
             mr = proj.mergerequests.create({"source_branch": branch, "target_branch": settings.default_branch,
                                             "title": new_title, "description": description_markdown,
