@@ -293,6 +293,18 @@ def _require(body: dict[str, Any], *names: str) -> None:
         raise _bad(f"{missing[0]} is missing")
 
 
+NOTE_LIMIT = 1_000_000     # GitLab's documented limit of a note's body
+
+
+def _fits(body: dict[str, Any], name: str, what: str) -> None:
+    if len(str(body.get(name) or "")) > NOTE_LIMIT:
+        raise _bad_fields({what: [f"is too long (maximum is {NOTE_LIMIT} characters)"]})
+
+
+def _bad_fields(fields: dict[str, list[str]]) -> _Reply:
+    return _Reply(400, {"message": fields})
+
+
 def _labels(value: Any) -> list[str]:
     if isinstance(value, list):
         return [str(v).strip() for v in value if str(v).strip()]
@@ -502,6 +514,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._page(notes, query)
             if method == "POST":
                 _require(body, "body")
+                _fits(body, "body", "note")
                 return 201, d._new_note(iid, body["body"], d.user, False), {}
             raise _Reply(405, {"message": "405 Method Not Allowed"})
         note = next((n for n in notes if str(n["id"]) == rest[0]), None)
@@ -513,6 +526,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Reply(403, {"message": "403 Forbidden"})       # only a note's author may edit or delete it
         if method == "PUT":
             _require(body, "body")
+            _fits(body, "body", "note")
             note["body"], note["updated_at"] = body["body"], d._now()
             return 200, note, {}
         if method == "DELETE":
@@ -532,6 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._page(found, query)
             if method == "POST":
                 _require(body, "title")
+                _fits(body, "description", "description")
                 issue = d._new_issue(body["title"], body.get("description") or "", _labels(body.get("labels")),
                                      d.user, "opened")
                 return 201, issue, {}
@@ -542,6 +557,7 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET":
             return 200, issue, {}
         if method == "PUT":
+            _fits(body, "description", "description")
             for name in ("title", "description"):
                 if name in body:
                     issue[name] = body[name]
