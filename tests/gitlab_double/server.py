@@ -18,7 +18,8 @@ Endpoints (paths under /api/v4; ``:id`` is the numeric project id or its URL-enc
 
 As GitLab does: PRIVATE-TOKEN header authentication (401 ``{"message": "401 Unauthorized"}`` when missing
 or wrong), 201 on create, 204 on delete, 404 ``{"message": "404 ... Not Found"}`` for unknown resources and
-``{"error": "404 Not Found"}`` for unknown routes, 400 for missing required attributes, offset pagination
+``{"error": "404 Not Found"}`` for unknown routes, 400 for missing required attributes or a body over
+1,000,000 characters, offset pagination
 (``page``, ``per_page`` default 20 and at most 100) with the ``x-page``, ``x-per-page``, ``x-total``,
 ``x-total-pages``, ``x-next-page``, ``x-prev-page`` headers and a ``Link`` header (rel prev, next, first,
 last) on every list. Lists are sorted by ``created_at`` descending unless asked otherwise.
