@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
 from ..verdict import policy
-from ..verdict.compose import Evidence
+from ..verdict.compose import Evidence, PipelineVerdict
 from .compare import add_gate_options, gate_config
 
 
@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="when the event confirms history regressions (schedule, default branch): measure them "
                         "again in a fresh allocation before they fail")
     p.add_argument("--iterations", type=int, help="confirmation: measured iterations (default: the check's)")
+    p.add_argument("--no-publish", action="store_true",
+                   help="in a pipeline, do not write the MR note (MR) or the weekly issue (schedule) on GitLab")
     p.set_defaults(func=run)
 
 
@@ -134,4 +136,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     (out / "verdict.json").write_text(json.dumps(data.pipeline_verdict.to_dict(), indent=2) + "\n")
     print(verdict_text.markdown(data.pipeline_verdict))
+    if os.environ.get("CI_PIPELINE_SOURCE") and not args.no_publish:
+        publish(data.pipeline_verdict, out)
     return data.exit_code
+
+
+def publish(verdict: PipelineVerdict, out: Path) -> None:
+    """The verdict on GitLab: the MR's note (one per system, updated in place) or the system's weekly issue.
+
+    Never changes the exit code: without a token or when GitLab refuses, one sentence in the log.
+    """
+    from ..report import gitlab, verdict_text
+
+    system = sorted({k.system for k in verdict.series}) or [os.environ.get("MPIREGRESS_SYSTEM", "mpiregress")]
+    key = "-".join(system)
+    try:
+        where = str((out / "report.html").resolve().relative_to(Path(os.environ.get("CI_PROJECT_DIR", paths.REPO_ROOT))
+                                                                .resolve()))
+    except ValueError:
+        where = str(out / "report.html")
+    body = verdict_text.markdown(verdict, report_link=gitlab.artifact_url(where) or None)
+    if verdict.event in ("toolchain_mr", "baselines_mr"):
+        gitlab.upsert_mr_note(body, key)
+    elif verdict.event == "schedule":
+        clean = verdict.state == "pass" and not verdict.findings
+        gitlab.upsert_weekly_issue(key, body, clean)
