@@ -28,7 +28,8 @@ if [ -s "$report_dir/results.json" ]; then
   report_code=0
   # One measurement per series here (no --repeat): the report judges it as the run did, one sample
   # against the baselines band, instead of asking for the MR gate's three.
-  "$mpiregress" report "$report_dir/results.json" --out-dir "$html_dir" --min-samples 1 || report_code=$?
+  # --event run: the page shows the same verdict as the run (its baselines gate), not the history gate's.
+  "$mpiregress" report "$report_dir/results.json" --out-dir "$html_dir" --min-samples 1 --event run || report_code=$?
   if [ "$report_code" -eq 0 ]; then
     echo "HTML report: $html_dir/report.html"
   else
