@@ -27,7 +27,7 @@ def test_a_regression_that_does_not_come_back_on_other_nodes_is_transient(pipeli
     done = cli(pipeline, "run", "--system", "local", "--methods", "source", "--metrics", "latency",
                "--placements", "same_numa", "--iterations", "100", "--repeat", "3", "--allow-missing-baselines",
                "--report-dir", str(first_dir))
-    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode in (0, 1, 5), done.stdout[-2000:] + done.stderr[-2000:]
     (measured,) = [r for r in results.load((first_dir / "results.json").read_text()) if r.status == "pass"]
     level = measured.value
     # Accepted history around what this machine measures (wide: the machine is shared).
@@ -43,14 +43,15 @@ def test_a_regression_that_does_not_come_back_on_other_nodes_is_transient(pipeli
     done = cli(pipeline, "confirm", str(tmp_path / "weekly.json"), "--db", str(tmp_path / "h.sqlite"),
                "--report-dir", str(tmp_path / "again"), "--iterations", "100", "--markdown", str(tmp_path / "c.md"))
     out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
+    # A transient regression does not fail the schedule: it needs a look (exit 5, passed with warnings).
+    assert done.returncode == 5, out[-3000:]
     first_node = measured.nodelist[0]
     assert f"was transient on {first_node}" in out and f"nodes excluded: {first_node}" in out, out[-3000:]
     (again,) = [r for r in results.load((tmp_path / "again" / "local-batch" / "results.json").read_text())
                 if r.status == "pass"]
     assert first_node not in again.nodelist and len(again.samples) == 3
     assert "Cost: confirming took 3 more benchmark executions in 1 more allocation(s)" in out
-    assert json.loads((tmp_path / "again" / "local-batch" / "status.json").read_text())["exit_code"] in (0, 1)
+    assert json.loads((tmp_path / "again" / "local-batch" / "status.json").read_text())["exit_code"] in (0, 1, 5)
 
 
 def coll(value, week=0):
