@@ -135,8 +135,16 @@ def test_a_method_the_mr_rebuilds_falling_behind_is_a_build_regression():
                                                         changed_methods=frozenset({"spack"})))
     [gating] = spack_mr.of("regression")
     assert gating.cause == "build (method spack): spack: hwloc ~pci"
+    assert "the latest accepted run had it in line" not in gating.sentence     # no history given
     other = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], changed_methods=frozenset({"easybuild"})))
     assert other.state == "needs a look"
+    # Behind already before the MR (the latest accepted run): not this MR's doing, but worth a look.
+    old = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], cross_before=[behind("spack")],
+                                                   changed_methods=frozenset({"spack"})))
+    assert old.state == "needs a look" and "already behind" in old.findings[0].sentence
+    new = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], cross_before=[],
+                                                   changed_methods=frozenset({"spack"})))
+    assert new.state == "regression" and "the latest accepted run had it in line" in new.findings[0].sentence
 
 
 def test_a_check_error_and_the_gate_saying_so_are_one_error():

@@ -62,6 +62,7 @@ class Evidence:
     paired: Optional[Sequence["PairedVerdict"]] = None   # the paired A/B verdicts, when A/B ran
     confirmations: Optional[Sequence["Confirmation"]] = None   # re-measurements of history regressions
     cross: Sequence[CrossFinding] = ()                   # methods behind the best on one placement
+    cross_before: Optional[Sequence[CrossFinding]] = None   # the same check on the latest accepted history
     baseline_findings: Sequence[CrossFinding] = ()       # lenient or stale baseline bands
     causes: Mapping[SeriesKey, str] = field(default_factory=dict)
     problems: Sequence[str] = ()                         # the run's own errors, one sentence each
@@ -266,10 +267,18 @@ def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:
     out = []
     for f in ev.cross:
         subject = f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})"
-        if "build_method" in rules.gates and f.method in ev.changed_methods:
+        already = ev.cross_before is not None and any(
+            (b.method, b.system, b.partition, b.benchmark, b.parameters, b.metric) ==
+            (f.method, f.system, f.partition, f.benchmark, f.parameters, f.metric) for b in ev.cross_before)
+        if "build_method" in rules.gates and f.method in ev.changed_methods and not already:
             cause = f"build (method {f.method})" + (f": {f.stack}" if f.stack else "")
-            out.append(Finding("regression", "cross-method", subject,
-                               f"{f.sentence()}; this MR changes the {f.method} build definition", cause=cause))
+            before = ("no history says whether it was behind before" if ev.cross_before is None
+                      else "the latest accepted run had it in line")
+            out.append(Finding("regression", "cross-method", subject, f"{f.sentence()}; this MR changes the "
+                               f"{f.method} build definition, and {before}", cause=cause))
+        elif "build_method" in rules.gates and f.method in ev.changed_methods:
+            out.append(Finding("needs a look", "cross-method", subject,
+                               f"{f.sentence()}; already behind in the latest accepted run, before this MR"))
         else:
             out.append(Finding("needs a look", "cross-method", subject, f.sentence()))
     out += [Finding("needs a look", "baselines", f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})",

@@ -121,6 +121,16 @@ def method_values(results: Iterable[Result]) -> dict[GroupKey, dict[str, float]]
     return {g: {m: statistics.median(v) for m, v in by_method.items()} for g, by_method in samples.items()}
 
 
+def history_values(last_runs: Mapping[SeriesKey, Sequence[float]]) -> dict[GroupKey, dict[str, float]]:
+    """Median per method of each series' latest accepted run (``last_runs``: series -> its samples), grouped
+    like :func:`method_values`: the cross-method picture before the change being judged."""
+    out: dict[GroupKey, dict[str, float]] = {}
+    for key, samples in last_runs.items():
+        if samples:
+            out.setdefault(key.without(), {})[key.method] = statistics.median(samples)
+    return out
+
+
 def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey, float], z: float,
                min_gap: float) -> float:
     system, partition, benchmark, params, metric = group
