@@ -12,12 +12,15 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
 from .errors import InputError
 from .paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    from .noise.verdict import NoiseFloor
 
 SCHEMA = "mpiregress-system/1"
 EXECUTORS = ("jacamar", "shell")
@@ -78,6 +81,13 @@ class System:
     def spack_version(self) -> str:
         return str(self.data.get("spack_version") or "")
 
+    @property
+    def noise_floor(self) -> "NoiseFloor":
+        """What a quiet node's noise probe looks like here (``noise_floor``; noise.verdict.NoiseFloor)."""
+        from .noise.verdict import floor_from
+
+        return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
+
     def ab_store(self) -> Optional[Path]:
         """Where the default branch's build jobs keep their manifests for A/B runs (``ab.manifest_store``:
         environment variables expanded, ``{state}`` = the state folder), or None when the system has none."""
@@ -126,6 +136,12 @@ def load_file(path: Path) -> System:
     if unknown:
         raise _fail(path, "families",
                     f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
+    from .noise.verdict import floor_from
+
+    try:
+        floor_from(data.get("noise_floor"), str(path))
+    except ValueError as err:
+        raise _fail(path, "noise_floor", str(err)) from None
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
     parts = []

@@ -49,6 +49,9 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d["runner"].pop("tags"), "'runner.tags' is missing"),
     (lambda d: d["runner"].update(executor="ssh"), "'runner.executor' must be one of jacamar, shell"),
     (lambda d: d["partitions"]["batch"].update(slurm="--partition=batch"), "'partitions.batch.slurm' must be a list"),
+    (lambda d: d.update(noise_floor={"efficiency": 1.5}), "'noise_floor' efficiency must be a number in"),
+    (lambda d: d.update(noise_floor={"max_detour_us": -3}), "'noise_floor' max_detour_us must be a positive"),
+    (lambda d: d.update(noise_floor={"detour": 500}), "'noise_floor' must be a mapping with 'efficiency'"),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())

@@ -21,7 +21,7 @@ def probe_flags(records: Sequence[Mapping[str, Any]], history: Optional[History]
     """What the run's own noise probes say of each node, for attribution: node -> (worst efficiency, usual band).
 
     The band is the node's own (its earlier probes in the history, noise.verdict.usual_band); a node
-    without enough of them is held to the fixed floor, as the gate's noisy rule does.
+    without enough of them is held to its system's noise floor, as the judges' noisy rule does.
     """
     from ..noise import nodehistory
     from ..noise import verdict as noise_verdict
@@ -33,11 +33,15 @@ def probe_flags(records: Sequence[Mapping[str, Any]], history: Optional[History]
     if history is not None:
         for system, partition in _partitions(records):
             usual.update(nodehistory.node_efficiencies(history, system, partition))
+    # A node without a band of its own is held to its system's floor (systems/<name>.yaml noise_floor).
+    floors = {str(n): noise_verdict.floor_of(str(r.get("system"))).efficiency
+              for r in records for n in r.get("nodelist") or ()}
+    default = min(floors.values(), default=noise_verdict.NO_HISTORY_FLOOR)
     flags = {}
     for entry in probed:
         node, efficiency = str(entry["node"]), float(entry["efficiency"])
         band = noise_verdict.usual_band(node, usual.get(node, ()))
-        flags[node] = (efficiency, (band.low, band.centre) if band else (noise_verdict.NO_HISTORY_FLOOR, 1.0))
+        flags[node] = (efficiency, (band.low, band.centre) if band else (floors.get(node, default), 1.0))
     return flags
 
 

@@ -22,8 +22,9 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
     A value beyond the band on the hurting side becomes ``fail`` with the limit in its
     reason; a measured value with no baseline becomes an error (nothing was judged)
     unless ``allow_missing``. ``node_noise`` ((system, partition) -> node -> past probe
-    efficiencies, noise.nodehistory): a ``fail`` whose noise probe shows one of its nodes
-    outside that node's usual band is **noisy** instead: not gating (status pass), its
+    efficiencies, noise.nodehistory; None or missing: no history): a ``fail`` whose noise probe
+    shows one of its nodes outside that node's usual band, or beyond the system's noise floor
+    (``noise_floor`` in systems/<name>.yaml), is **noisy** instead: not gating (status pass), its
     reason says so and ``conditions["verdict"]`` is ``"noisy"``.
     """
     for r in results:
@@ -57,21 +58,18 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
 
 
 def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]]) -> None:
-    """A fail measured on a node noisier than usual is ``noisy`` (mpiregress/noise/verdict.py)."""
-    if node_noise is None:
-        return
+    """A fail measured on a noisy node is ``noisy``: outside the node's usual band, or beyond the system's
+    noise floor with or without history (noise.verdict.reclassify, the rule the history gate applies too)."""
     from ..noise import probe
     from ..noise import verdict as noise_verdict
 
-    usual = node_noise.get((r.system, r.partition), {})
-    # Against the baselines, only a node's own band counts: without enough history of it, the
-    # fixed floor would turn a busy machine's every drift into "noisy" (the gate applies the floor).
-    probed = [e for e in probe.probed(r.conditions)
-              if noise_verdict.usual_band(e["node"], usual.get(e["node"], ())) is not None]
+    probed = probe.probed(r.conditions)
     if not probed:
         return
+    usual = (node_noise or {}).get((r.system, r.partition), {})
     name, reason = noise_verdict.reclassify("regression", r.reason, r.nodelist or [e["node"] for e in probed],
-                                            probed, usual, METRICS[r.metric].slowdown(r.value, r.reference))
+                                            probed, usual, METRICS[r.metric].slowdown(r.value, r.reference),
+                                            floor=noise_verdict.floor_of(r.system))
     r.reason = reason           # the noise is named either way: excused, or too small to excuse
     if name == "noisy":
         r.status = "pass"

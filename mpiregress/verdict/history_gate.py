@@ -309,10 +309,12 @@ def judge(results: Sequence[Result], history: Optional[History], baselines: Mapp
 
 def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[History],
                 usual: dict[tuple[str, str], dict[str, list[float]]], exclude_run: Optional[str] = None) -> Verdict:
-    """A regression measured on a node whose noise probe is outside that node's usual band becomes ``noisy``.
+    """A regression measured on a noisy node becomes ``noisy``: its probe is outside that node's usual band,
+    or beyond the system's noise floor, with or without history (noise.verdict.reclassify, the rule the
+    baseline band applies too).
 
     ``noisy`` does not gate: the run's numbers say more about the node than about the
-    toolchain (mpiregress/noise/verdict.py). ``usual`` caches each partition's node history.
+    toolchain. ``usual`` caches each partition's node history.
     """
     from ..noise import nodehistory
     from ..noise import verdict as noise_verdict
@@ -327,7 +329,8 @@ def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[His
         usual[where] = nodehistory.node_efficiencies(history, *where, exclude_run=exclude_run) if history else {}
     nodes = sorted({n for r in group for n in r.nodelist}) or [str(e["node"]) for e in probed]
     slowdown = METRICS[verdict.key.metric].slowdown(verdict.value, verdict.reference)
-    name, reason = noise_verdict.reclassify(verdict.verdict, verdict.reason, nodes, probed, usual[where], slowdown)
+    name, reason = noise_verdict.reclassify(verdict.verdict, verdict.reason, nodes, probed, usual[where], slowdown,
+                                            floor=noise_verdict.floor_of(verdict.key.system))
     return verdict if name == verdict.verdict else replace(verdict, verdict=name, reason=reason)
 
 
