@@ -167,7 +167,7 @@ def test_a_failing_series_gets_its_likely_cause_in_every_format(db):
     (cause,) = data.causes.values()
     (failed,) = [v for v in data.verdicts if v.verdict == "regression"]
     assert cause == (f"build: aion/batch source cross_node latency is {failed.effect:+.1%} vs history, only the "
-                     f"source build, while eessi are fine on the same nodes (n1, n2)")
+                     f"source build: eessi passed on the same nodes (n1, n2) in this run")
     assert 0.2 < failed.effect < 0.3
     assert f"### Likely cause\n\n- {cause}\n" in markdown.render(data)
     failure = ET.fromstring(junit.render(data)).find("testsuite/testcase/failure")
@@ -176,17 +176,19 @@ def test_a_failing_series_gets_its_likely_cause_in_every_format(db):
 
 
 def test_the_cause_follows_a_node_or_names_the_link_matrix(db):
+    # The same measurement regressed wherever n03 took part and passed on n05/n06, in both build methods.
+    slow = {("source", "same_numa", "latency"): 1.3, ("eessi", "cross_node", "latency"): 1.3}
+
     def nodes(r):
-        if r.metric == "latency":
+        if r.metric == "latency" and (r.method, r.placement) in {(m, p) for m, p, _ in slow}:
             return ["n03"] if r.placement == "same_numa" else ["n03", "n04"]
         return ["n05"] if r.placement == "same_numa" else ["n05", "n06"]
 
-    slow = {(m, p, "latency"): 1.3 for m in ("source", "eessi") for p in ("same_numa", "cross_node")}
     run = placed(matrix(20, overrides=slow), nodes)
     data = report.build(run, db, {})
-    assert len(data.causes) == 4 and all(c.startswith("node: ") for c in data.causes.values())
-    assert "the regression follows n03 across 4 series and 2 placements; the 4 series that did not run on n03 " \
-           "are fine" in data.causes[run[0].key()]
+    assert len(data.causes) == 2 and all(c.startswith("node: ") for c in data.causes.values())
+    assert "; in this run the same measurements regressed wherever n03 took part (2 series, eessi, source) and " \
+           "passed on other nodes (2 series, on n05, n06)" in data.causes[run[0].key()]
     # The weekly link matrix flagged n03: that is named first, with the run it came from.
     from helpers.linkrun import make_run
     from mpiregress.links import analysis, series
@@ -195,5 +197,43 @@ def test_the_cause_follows_a_node_or_names_the_link_matrix(db):
     db.import_results(series.series_results(found, {"system": "aion", "partition": "batch", "method": "source", "toolchain": "2023b",
                                                     "time": "2025-05-01T02:00:00+00:00"}), run_id="links")
     data = report.build(run, db, {})
-    assert all(c.startswith("link: ") and "the link matrix of 2025-05-01 flagged node n03" in c
-               for c in data.causes.values())
+    assert len(data.causes) == 2 and all(c.startswith("link: ") and "the link matrix of 2025-05-01 flagged node "
+                                         "n03" in c for c in data.causes.values())
+
+
+def test_issue_18_a_local_main_job_with_one_regression_and_no_history_is_unexplained():
+    """The run of issue 18: local, source only, no history; cross_node latency 8.26x its baseline, the other
+    node1 series passed, 28 series skipped (two placements the VM cannot offer and the 24 collective points
+    of the MR set). It said 'follows node1 across 3 series and 3 placements; the 28 series that did
+    not run on node1 are fine'."""
+    from mpiregress import baselines
+    from mpiregress.paths import REPO_ROOT
+
+    book = baselines.for_system("local", REPO_ROOT / "baselines")
+
+    def measured(placement, metric, value, nodes):
+        return pt2pt("local", "batch", "source", placement, metric, value, samples=[value] * 3, nodelist=nodes,
+                     toolchain="2023b", time="2026-11-24T10:00:00+00:00", commit="abc")
+
+    run = [measured("cross_node", "latency", 8.4 * 8.257, ["node1", "node2"]),
+           measured("cross_node", "bandwidth", 1400.0, ["node1", "node2"]),
+           measured("same_numa", "latency", 3.6, ["node1"]), measured("same_numa", "bandwidth", 7800.0, ["node1"])]
+    run += [pt2pt("local", "batch", "source", p, m, None, status="skip", toolchain="2023b",
+                  reason=f"{p} does not exist on this host") for p in ("cross_numa", "cross_socket")
+            for m in ("latency", "bandwidth")]
+    run += [Result(system="local", partition="batch", method="source", benchmark=k.benchmark,
+                   parameters=dict(k.parameters), metric="latency", unit="us", value=None, status="skip",
+                   reason="family coll not asked for", toolchain="2023b")
+            for k in book.keys() if k.benchmark.startswith("osu_") and k.benchmark not in ("osu_latency", "osu_bw")]
+    run += [Result(system="local", partition="batch", method="source", benchmark="osu_alltoall",
+                   parameters={"nprocs": n, "nodes": n // 4, "distribution": "block:block", "algorithm": "default",
+                               "size": 1048576}, metric="latency", unit="us", value=None, status="skip",
+                   reason="family coll not asked for", toolchain="2023b") for n in (4, 8)]
+    data = report.build(run, None, {"local": book})
+    assert data.counts["skip"] == 28 and data.counts["regression"] == 1
+    (cause,) = data.causes.values()
+    assert cause == ("unexplained: local/batch source cross_node latency is +725.7% vs its baseline on node1, "
+                     "node2; only this series regressed, and the 3 other series measured on node1 or node2 "
+                     "passed; no other node ran it in this run, and there is no history of it; confirm it in a "
+                     "fresh allocation")
+    assert f"- {cause}" in markdown.render(data)

@@ -152,7 +152,8 @@ def causes(results: Sequence[Result], verdicts: Sequence[Verdict], history: Opti
     for r in results:
         nodes.setdefault(r.key(), set()).update(r.nodelist)
     observations = [attribution.Observation(key=v.key, verdict=v.verdict, nodes=tuple(sorted(nodes.get(v.key, ()))),
-                                            b_vs_history=v.effect) for v in verdicts]
+                                            b_vs_history=v.effect, basis=v.basis, history_runs=v.history_runs)
+                    for v in verdicts]
     if not attribution.needing_a_cause(observations):
         return {}
     records = [r.to_dict() for r in results]
