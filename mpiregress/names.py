@@ -42,6 +42,15 @@ class Metric:
             return None
         return reference / value if self.higher_is_better else value / reference
 
+    def admits(self) -> str:
+        """How a one-sided limit bounds what it admits: 'up to' (lower is better, the limit is a ceiling)
+        or 'down to' (higher is better, a floor). Every sentence stating a limit says it this way."""
+        return "down to" if self.higher_is_better else "up to"
+
+    def beyond(self) -> str:
+        """Which side of a limit hurts: 'above' (lower is better) or 'below' (higher is better)."""
+        return "below" if self.higher_is_better else "above"
+
     def limit(self, reference: float, tolerance: Optional[float]) -> float:
         """The worst value still inside a one-sided band of ``tolerance`` around ``reference``."""
         sign = -1 if self.higher_is_better else 1

@@ -72,6 +72,16 @@ def test_a_band_far_below_what_another_build_achieves_is_too_lenient():
     assert "admits values down to 3760 MB/s" in findings[0].sentence()
 
 
+def test_a_latency_limit_is_a_ceiling_said_up_to():
+    """Issue 18: 'the baseline (6.74 us) admits values down to 7.751 us' said of a latency (lower is better)."""
+    book = _book({"eessi": {"same_numa": {"latency": {"value": 6.74, "tolerance": 0.15, "unit": "us",
+                                                      "provenance": "study"}}}})
+    measured = [result(m, v, metric="latency") for m, v in (("eessi", 6.72), ("easybuild", 3.6))]
+    [finding] = consistency.baseline_gaps([book], consistency.method_values(measured))
+    assert "the eessi baseline (6.74 us) admits values up to 7.751 us, 115% worse than easybuild" \
+        in finding.sentence()
+
+
 def test_a_band_no_build_meets_is_stale_not_every_build_broken():
     book = _book({"eessi": {"same_numa": {"latency": {"value": 0.5, "tolerance": 0.1, "unit": "us",
                                                       "provenance": "study"}}}})
@@ -105,3 +115,42 @@ def test_a_stack_difference_is_named_in_the_finding():
     assert finding.sentence().endswith("; the builds' MPI stacks differ: " + stacks["spack"])
     same, = consistency.check(values)
     assert "stacks differ" not in same.sentence()
+
+
+def _iris_both(values_by_partition):
+    return [result(m, v, partition=p) for p, values in values_by_partition.items() for m, v in values]
+
+
+def test_one_finding_per_fact_the_partitions_that_share_it_are_named_once():
+    """The seed study's Iris values stand for both partitions: one finding each, not a copy per partition."""
+    seed = [("eessi", 4925.64), ("source", 4910.72), ("easybuild", 17483.4)]
+    found = consistency.check(consistency.method_values(_iris_both({"broadwell": seed, "skylake": seed})))
+    assert len(found) == 4
+    grouped = consistency.group(found)
+    assert [(f.method, f.partition) for f in grouped] == [("source", "broadwell, skylake"),
+                                                          ("eessi", "broadwell, skylake")]
+    assert isinstance(grouped[1], consistency.GroupedFinding) and grouped[1].partitions == ("broadwell", "skylake")
+    assert grouped[1].sentence() == ("iris/broadwell, skylake same_numa bandwidth: eessi 4926 MB/s is 72% behind "
+                                     "easybuild 17483 MB/s (noise allows 21%)")
+    # The same fact with other numbers per partition: the worst stands, each partition's figures follow.
+    other = consistency.check(consistency.method_values(_iris_both({
+        "broadwell": seed, "skylake": [("eessi", 6000.0), ("source", 16000.0), ("easybuild", 17000.0)]})))
+    (eessi,) = [f for f in consistency.group(other) if f.method == "eessi"]
+    assert eessi.sentence().startswith("iris/broadwell, skylake same_numa bandwidth: eessi 4926 MB/s is 72% behind")
+    assert eessi.sentence().endswith("(the worst partition's figures; broadwell: eessi 4926 vs easybuild 17483 "
+                                     "MB/s, 72%; skylake: eessi 6000 vs easybuild 17000 MB/s, 65%)")
+    # A fact on one partition only stays as it was; findings of other systems are never merged.
+    assert [f.partition for f in consistency.group(other) if f.method == "source"] == ["broadwell"]
+    aion = consistency.check(consistency.method_values([result(m, v, system="aion") for m, v in seed]))
+    assert len(consistency.group(found[:1] + aion[:1])) == 2
+
+
+def test_agree_only_when_two_methods_measured_the_same_thing():
+    two = consistency.method_values([result("eessi", 14830.5), result("easybuild", 13956.9)])
+    assert consistency.agreement(two) == ("The build methods that ran (easybuild, eessi) agree within the noise on "
+                                          "the 1 measurement(s) two or more of them made.")
+    one = consistency.method_values([result("source", 14830.5), result("source", 3.1, metric="latency")])
+    assert consistency.agreement(one) == "Only one build method ran (source): there is nothing to compare it with."
+    apart = consistency.method_values([result("source", 1.0), result("eessi", 1.0, placement="cross_node")])
+    assert "never measured the same thing" in consistency.agreement(apart)
+    assert consistency.agreement({}) == "No build method measured anything: there is nothing to compare."

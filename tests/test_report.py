@@ -237,3 +237,42 @@ def test_issue_18_a_local_main_job_with_one_regression_and_no_history_is_unexpla
                      "passed; no other node ran it in this run, and there is no history of it; confirm it in a "
                      "fresh allocation")
     assert f"- {cause}" in markdown.render(data)
+
+
+def _legend(fig):
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_figures_name_only_the_methods_that_ran_and_draw_the_gate_limit(db):
+    from mpiregress.report import figures
+
+    only_source = [r for r in current_run() if r.method == "source"]
+    data = report.build(only_source, db, {})
+    by_key = {v.key: v for v in data.verdicts}
+    legend = _legend(figures.bars_figure(data.results, by_key, "aion", "batch"))
+    assert "source" in legend and not {"eessi", "spack", "easybuild"} & set(legend)
+    assert "regression / error" in legend and "noisy" not in legend and "improvement (stale reference)" not in legend
+
+    limits = figures.gate_limits(data.verdicts)
+    (failed,) = [v for v in data.verdicts if v.verdict == "regression"]
+    assert limits[failed.key] == (failed.limit, "history") and failed.limit is not None
+    mine = {k: runs for k, runs in data.trends.items() if k.method == "source" and k.metric == "latency"}
+    current = {v.key: v.value for v in data.verdicts if v.key in mine and v.value is not None}
+    fig = figures.trends_figure("aion", "batch", "latency", mine, {}, None, current, limits=limits)
+    legend = _legend(fig)
+    assert legend == ["source", "gate limit for this run (history)", "this run"]
+    drawn = [(line.get_linestyle(), tuple(line.get_ydata())) for ax in fig.axes for line in ax.get_lines()]
+    assert ("-.", (failed.limit, failed.limit)) in drawn
+    # Without history the baseline judged it: that limit is the one drawn, and said so.
+    fig = figures.trends_figure("aion", "batch", "latency", mine, {}, None, current,
+                                limits={failed.key: (5.0, "baseline")})
+    assert "gate limit for this run (baseline)" in _legend(fig)
+
+
+def test_the_report_says_agree_only_when_two_methods_ran(db):
+    both = report.build(matrix(20, overrides={("eessi", "same_numa", "bandwidth"): 1.0}), db, {})
+    assert "agree within the noise on the" in html.render(both)
+    alone = report.build([r for r in matrix(20) if r.method == "source"], db, {})
+    page = html.render(alone)
+    assert "Only one build method ran (source): there is nothing to compare it with." in page
+    assert "agree within the noise" not in page

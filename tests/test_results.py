@@ -54,7 +54,7 @@ def test_repeats_fold_into_the_median_and_are_judged_once_against_the_baselines(
     slow_values = [ref.limit() * f for f in (1.1, 1.2, 1.3)]
     slow = results.aggregate([case(value=v) for v in slow_values])
     verdict.apply_baselines(slow, refs)
-    assert slow[0].status == "fail" and f"median {slow_values[1]:.4g} us is beyond the limit" in slow[0].reason
+    assert slow[0].status == "fail" and f"median {slow_values[1]:.4g} us is above the limit" in slow[0].reason
     (crashed,) = results.aggregate([case(value=3.0), case(value=None, status="error", reason="rank died")])
     assert crashed.status == "error" and "1 of 2 repeats failed: rank died" in crashed.reason
 

@@ -122,8 +122,9 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     noise = {k: v for k, v in measured.items() if v is not None}
     values = consistency.method_values(results)
     collectives = _collectives(results)
-    findings = consistency.check(values, noise, stacks=stacks)
-    baseline_findings = consistency.baseline_gaps(books.values(), values, noise)
+    # One finding per fact: Iris' broadwell and skylake copies of one shortfall are one finding naming both.
+    findings = consistency.group(consistency.check(values, noise, stacks=stacks))
+    baseline_findings = consistency.group(consistency.baseline_gaps(books.values(), values, noise))
     found_causes = causes(results, verdicts, history)
     given = evidence or Evidence()
     before = None

@@ -52,11 +52,24 @@ def parse_time(text: str) -> datetime:
 _time = parse_time
 
 
+def gate_limits(verdicts: Sequence[Verdict]) -> dict[SeriesKey, tuple[float, str]]:
+    """The limit each series of this run was judged against, and its basis: the history gate's, or the
+    baseline's when history was too short (what :func:`trends` draws)."""
+    return {v.key: (v.limit, v.basis) for v in verdicts if v.limit is not None and v.basis in ("history", "baseline")}
+
+
 def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], system: str, partition: str) -> str:
     """Grouped bars, placement x method, for point-to-point latency and bandwidth of one system/partition (seed 000)."""
+    return _png(bars_figure(results, verdicts, system, partition))
+
+
+def bars_figure(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], system: str,
+                partition: str) -> Figure:
+    """The figure of :func:`bars`, before it becomes a PNG (its legend names only what it shows)."""
     fig = Figure(figsize=(13, 4.2))
     axes = fig.subplots(1, 2)
     keys: dict[tuple[str, str, str], SeriesKey] = {}
+    ran: set[str] = set()
     for ax, metric in zip(axes, PT2PT):
         values: dict[tuple[str, str], list[float]] = {}
         for r in results:
@@ -69,6 +82,7 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
                     r.samples or ([r.value] if r.value is not None else []))
         placements = [p for p in PLACEMENTS if any(k[0] == p for k in values)]
         methods = [m for m in METHODS if any(k[1] == m for k in values)]
+        ran.update(methods)
         width = 0.8 / max(len(methods), 1)
         for j, method in enumerate(methods):
             for i, placement in enumerate(placements):
@@ -94,20 +108,44 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
         ax.margins(y=0.18)
         if not placements:
             ax.text(0.5, 0.5, "no measured values", ha="center", va="center", transform=ax.transAxes)
-    handles: list[Artist] = [Patch(color=METHOD_COLOURS[m], label=m) for m in METHODS]
-    handles += [Line2D([], [], color="black", linestyle=":", label="reference (history median or baseline)"),
-                Patch(facecolor="white", edgecolor=VERDICT_EDGE["regression"], hatch="//", label="regression / error"),
-                Patch(facecolor="white", edgecolor=VERDICT_EDGE["improvement"], label="improvement (stale reference)"),
-                Patch(facecolor="white", edgecolor=VERDICT_EDGE["noisy"], label="noisy")]
+    # The legend names what the figure shows: the methods that ran, the marks that were drawn.
+    shown = [verdicts.get(k) for k in keys.values()]
+    said = {v.verdict for v in shown if v is not None}
+    handles: list[Artist] = [Patch(color=METHOD_COLOURS[m], label=m) for m in METHODS if m in ran]
+    if any(v is not None and v.reference is not None for v in shown):
+        handles.append(Line2D([], [], color="black", linestyle=":", label="reference (history median or baseline)"))
+    if said & {"regression", "error"}:
+        handles.append(Patch(facecolor="white", edgecolor=VERDICT_EDGE["regression"], hatch="//",
+                             label="regression / error"))
+    if "improvement" in said:
+        handles.append(Patch(facecolor="white", edgecolor=VERDICT_EDGE["improvement"],
+                             label="improvement (stale reference)"))
+    if "noisy" in said:
+        handles.append(Patch(facecolor="white", edgecolor=VERDICT_EDGE["noisy"], label="noisy"))
     fig.legend(handles=handles, loc="lower center", ncol=8, fontsize=8, bbox_to_anchor=(0.5, -0.06))
-    return _png(fig)
+    return fig
 
 
 def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, Sequence[RunPoint]],
            changes: Mapping[SeriesKey, Sequence[ChangePoint]], baselines: Optional[Baselines],
-           current: Mapping[SeriesKey, float], now: Optional[datetime] = None) -> str:
+           current: Mapping[SeriesKey, float], now: Optional[datetime] = None,
+           limits: Optional[Mapping[SeriesKey, tuple[float, str]]] = None, window: int = 10) -> str:
+    """:func:`trends_figure` as a PNG."""
+    return _png(trends_figure(system, partition, metric, series, changes, baselines, current, now, limits, window))
+
+
+def trends_figure(system: str, partition: str, metric: str, series: Mapping[SeriesKey, Sequence[RunPoint]],
+                  changes: Mapping[SeriesKey, Sequence[ChangePoint]], baselines: Optional[Baselines],
+                  current: Mapping[SeriesKey, float], now: Optional[datetime] = None,
+                  limits: Optional[Mapping[SeriesKey, tuple[float, str]]] = None, window: int = 10) -> Figure:
     """Run medians over time, one panel per placement (or per other series), with change points,
-    baseline bands and this run."""
+    baseline bands, this run and the limit that judged it.
+
+    ``limits``: per series of this run, the gate's limit and its basis (history or baseline), drawn
+    dash-dotted over the ``window`` runs whose median made the history level, up to this run's star.
+    """
+    limits = limits or {}
+    drawn: set[str] = set()       # what the legend must name: methods plotted, marks drawn
     mine = [k for k in [*series, *current] if (k.system, k.partition, k.metric) == (system, partition, metric)]
     order = {p: i for i, p in enumerate(PLACEMENTS)}
     panels = sorted({k.label() for k in mine}, key=lambda p: (order.get(p, len(order)), p))
@@ -126,33 +164,47 @@ def trends(system: str, partition: str, metric: str, series: Mapping[SeriesKey, 
             if runs:
                 times = [_time(r.time) for r in runs]
                 ax.plot(times, [r.median for r in runs], marker="o", markersize=2.5, linewidth=1, color=colour)
+                drawn.add(method)
             ref = baselines.lookup(key) if baselines else None
             if ref is not None and (runs or key in current):     # no band for a method with nothing to judge
                 ax.axhspan(min(ref.value, ref.limit()), max(ref.value, ref.limit()), color=colour, alpha=0.10)
                 ax.axhline(ref.limit(), color=colour, linewidth=0.8, linestyle="--", alpha=0.7)
+                drawn.add("baseline")
             for cp in changes.get(key, ()):
                 t = _time(cp.run_after.time)
                 ax.axvline(t, color="#d62728" if cp.worse else "#2ca02c", linestyle="--", linewidth=1)
                 ax.annotate(f"{cp.change:+.0%} {cp.commits[-7:]}", (t, 1.0), xycoords=("data", "axes fraction"),
                             fontsize=7, rotation=90, va="top", ha="right", color="#333333")
+                drawn.add("worse" if cp.worse else "better")
             if key in current:
                 when = now or (_time(runs[-1].time) + timedelta(days=7) if runs else datetime.now(timezone.utc))
                 ax.plot([when], [current[key]], marker="*", markersize=11, color=colour,
                         markeredgecolor="black", linestyle="none")
+                drawn.update({method, "current"})
+                if key in limits:
+                    limit, basis = limits[key]
+                    start = _time(runs[-window:][0].time) if runs else when - timedelta(days=7)
+                    ax.plot([start, when], [limit, limit], color=colour, linewidth=1.8, linestyle="-.")
+                    drawn.add(f"limit {basis}")
         ax.set_title(f"{placement}", fontsize=10)
         ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    handles = [Line2D([], [], color=METHOD_COLOURS[m], marker="o", label=m) for m in METHODS]
-    handles += [Line2D([], [], color="grey", linestyle="--", label="baseline limit (band shaded)"),
-                Line2D([], [], color="#d62728", linestyle="--", label="change point, worse"),
-                Line2D([], [], color="#2ca02c", linestyle="--", label="change point, better"),
-                Line2D([], [], color="grey", marker="*", markersize=10, linestyle="none", label="this run")]
+    handles = [Line2D([], [], color=METHOD_COLOURS[m], marker="o", label=m) for m in METHODS if m in drawn]
+    marks = [("baseline", Line2D([], [], color="grey", linestyle="--", label="baseline limit (band shaded)")),
+             ("limit history", Line2D([], [], color="grey", linestyle="-.", linewidth=1.8,
+                                      label="gate limit for this run (history)")),
+             ("limit baseline", Line2D([], [], color="grey", linestyle="-.", linewidth=1.8,
+                                       label="gate limit for this run (baseline)")),
+             ("worse", Line2D([], [], color="#d62728", linestyle="--", label="change point, worse")),
+             ("better", Line2D([], [], color="#2ca02c", linestyle="--", label="change point, better")),
+             ("current", Line2D([], [], color="grey", marker="*", markersize=10, linestyle="none", label="this run"))]
+    handles += [line for name, line in marks if name in drawn]
     fig.suptitle(f"{system}/{partition}: {_label(metric)}", fontsize=11)
     fig.legend(handles=handles, loc="lower center", ncol=8, fontsize=8, bbox_to_anchor=(0.5, -0.04))
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    return _png(fig)
+    return fig
 
 
 def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) -> Optional[str]:

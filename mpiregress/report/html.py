@@ -12,6 +12,7 @@ from markupsafe import Markup
 from ..coll import analysis
 from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
+from ..verdict import cross_method as consistency
 from . import ReportData, figures, links, verdict_text
 from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
@@ -48,6 +49,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     by_key = {v.key: v for v in data.verdicts}
     bar_figures, sweep_figures, trend_figures = [], [], []
     current = {v.key: v.value for v in data.verdicts if v.value is not None}
+    limits = figures.gate_limits(data.verdicts)
     times = sorted(r.time for r in data.results if r.time)
     now = figures.parse_time(times[-1]) if times else None
     for system, partition in data.systems():
@@ -61,7 +63,8 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
             if series:
                 mine = {k: v for k, v in current.items() if _trend_worthy(k, data, system, partition, metric)}
                 trend_figures.append(Figure(f"{system}/{partition} {metric}", figures.trends(
-                    system, partition, metric, series, data.changes, data.baselines.get(system), mine, now=now)))
+                    system, partition, metric, series, data.changes, data.baselines.get(system), mine, now=now,
+                    limits=limits, window=data.config.last_runs)))
     changes = sorted((cp for points in data.changes.values() for cp in points),
                      key=lambda c: c.run_after.time, reverse=True)
     sizes = " and ".join(f"{spec.size} B {spec.metric}" for spec in PT2PT.values())
@@ -77,6 +80,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,
         verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)),
+        agreement=consistency.agreement(consistency.method_values(data.results)),
         # The link matrix's artifacts sit in the run folder, beside its results.json.
         link_matrix=links.section(Path(data.results_source).parent if data.results_source else None, base))
 

@@ -67,7 +67,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <h2>Builds that disagree (cross-method consistency)</h2>
 <p class="meta">All builds use one toolchain, so on the same placement they should agree within run-to-run noise.</p>
 {% if data.findings %}<ul class="findings">{% for f in data.findings %}<li>{{ f.sentence() }}</li>{% endfor %}</ul>
-{% else %}<p class="empty">All build methods agree within the noise.</p>{% endif %}
+{% else %}<p class="empty">{{ agreement }}</p>{% endif %}
 
 <h2>Baselines to revisit</h2>
 <p class="meta">A band that admits values 25 % or more worse than the best build achieves on the same placement cannot catch a regression; a band no build meets is stale. <code>mpiregress baseline propose</code> writes values from the history.</p>
@@ -108,7 +108,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 
 <h2>Trends</h2>
 {% if trend_figures %}
-<p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run.</p>
+<p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run; dash-dotted: the limit this run was judged against (the history gate's, over the runs that made its level, or the baseline's when history was too short).</p>
 {% for fig in trend_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
 {% else %}<p class="empty">No accepted history yet: nothing to trend.</p>{% endif %}
 

@@ -49,7 +49,7 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
         what = f"median {format_value(r.value)}" if len(r.samples) > 1 else format_value(r.value)
         if metric.worse(r.value, limit):
             r.status = "fail"
-            r.reason = (f"{what} {r.unit} is beyond the limit {format_value(limit)} {r.unit} "
+            r.reason = (f"{what} {r.unit} is {metric.beyond()} the limit {format_value(limit)} {r.unit} "
                         f"(baseline {format_value(ref.value)}, tolerance {ref.tolerance:.0%}, provenance "
                         f"{ref.provenance!r})")
             _noise_aware(r, node_noise)

@@ -78,8 +78,9 @@ class Finding:
         return SeriesKey(self.system, self.partition, self.method, self.benchmark, self.parameters,
                          self.metric).label()
 
-    def sentence(self) -> str:
-        where = f"{self.system}/{self.partition} {self.label} {self.metric}"
+    def sentence(self, partition: Optional[str] = None) -> str:
+        """The finding in one sentence (``partition``: what to call the partition, e.g. 'broadwell, skylake')."""
+        where = f"{self.system}/{partition or self.partition} {self.label} {self.metric}"
         if self.kind == "behind":
             because = f"; the builds' MPI stacks differ: {self.stack}" if self.stack else ""
             return (f"{where}: {self.method} {fv(self.value)} {self.unit} is {self.gap:.0%} behind "
@@ -87,12 +88,81 @@ class Finding:
                     f"{because}")
         if self.kind == "lenient":
             return (f"{where}: the {self.method} baseline ({fv(self.reference or 0.0)} {self.unit}) admits values "
-                    f"down to "
+                    f"{METRICS[self.metric].admits()} "
                     f"{fv(self.value)} {self.unit}, {self.gap:.0%} worse than {self.best_method} achieves "
                     f"({fv(self.best_value)} {self.unit}): too lenient to catch a regression of {self.method}")
         return (f"{where}: the {self.method} baseline band ends at {fv(self.value)} {self.unit} but even the best "
                 f"build, {self.best_method}, measures {fv(self.best_value)} {self.unit}: the baseline is stale or "
                 f"unrealistic, not every build broken")
+
+
+@dataclass(frozen=True)
+class GroupedFinding(Finding):
+    """One fact found on several partitions of a system (Iris broadwell and skylake alike): the same method
+    behind the same best method (or the same baseline band) on the same measurement. A :class:`Finding`
+    whose ``partition`` names them all ("broadwell, skylake"); its numbers are the worst member's."""
+
+    members: tuple[Finding, ...] = ()
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        return tuple(m.partition for m in self.members)
+
+    def sentence(self, partition: Optional[str] = None) -> str:
+        said = Finding.sentence(self, partition)
+        if all(_numbers(m) == _numbers(self.members[0]) for m in self.members):
+            return said
+        each = "; ".join(f"{m.partition}: {_numbers_said(m)}" for m in self.members)
+        return f"{said} (the worst partition's figures; {each})"
+
+
+def _numbers(f: Finding) -> tuple[float, float, float, Optional[float], str]:
+    return (round(f.value, 6), round(f.best_value, 6), round(f.gap, 4), f.reference, f.stack)
+
+
+def _numbers_said(f: Finding) -> str:
+    if f.kind == "behind":
+        return f"{f.method} {fv(f.value)} vs {f.best_method} {fv(f.best_value)} {f.unit}, {f.gap:.0%}"
+    return f"limit {fv(f.value)} vs {f.best_method} {fv(f.best_value)} {f.unit}, {f.gap:.0%}"
+
+
+def _fact(f: Finding) -> tuple:
+    """A finding apart from its partition: what makes copies on several partitions one fact."""
+    return (f.kind, f.system, f.benchmark, f.parameters, f.metric, f.method, f.best_method)
+
+
+def group(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per fact: findings that differ only in their partition become one :class:`GroupedFinding`
+    naming the partitions, where the first of them stood (the order is kept, worst first)."""
+    by_fact: dict[tuple, list[Finding]] = {}
+    for f in findings:
+        by_fact.setdefault(_fact(f), []).append(f)
+    out: list[Finding] = []
+    for members in by_fact.values():      # dicts keep the order of first appearance
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        worst = max(members, key=lambda m: m.gap)
+        out.append(GroupedFinding(worst.kind, worst.system, ", ".join(m.partition for m in members),
+                                  worst.benchmark, worst.parameters, worst.metric, worst.method, worst.value,
+                                  worst.best_method, worst.best_value, worst.gap, worst.threshold, worst.unit,
+                                  worst.reference, worst.stack, members=tuple(members)))
+    return out
+
+
+def agreement(values: Mapping[GroupKey, Mapping[str, float]]) -> str:
+    """What to say when no method is behind: 'agree' only when two or more methods measured the same thing."""
+    methods = sorted({m for by_method in values.values() for m in by_method})
+    shared = sum(len(by_method) > 1 for by_method in values.values())
+    if shared:
+        return (f"The build methods that ran ({', '.join(methods)}) agree within the noise on the {shared} "
+                f"measurement(s) two or more of them made.")
+    if len(methods) == 1:
+        return f"Only one build method ran ({methods[0]}): there is nothing to compare it with."
+    if methods:
+        return (f"The build methods that ran ({', '.join(methods)}) never measured the same thing: there is "
+                f"nothing to compare.")
+    return "No build method measured anything: there is nothing to compare."
 
 
 def _shortfall(metric: str, value: float, best: float) -> float:

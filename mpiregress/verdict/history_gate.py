@@ -209,7 +209,8 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
                f"{_fmt(reference)} {unit}, {where}; band {band:.1%}")
     if basis == "history" and baseline is not None and _worse(metric, x, baseline.value) > baseline.tolerance:
         # History decides, but an accepted change the baselines file never saw deserves a sentence.
-        summary += (f"; outside the baselines band (limit {_fmt(baseline.limit())} {unit}, provenance "
+        summary += (f"; outside the baselines band (it admits {METRICS[metric].admits()} {_fmt(baseline.limit())} "
+                    f"{unit}, provenance "
                     f"{baseline.provenance!r}): the history accepted what the baseline calls a regression")
     best_new = min(_worse(metric, v, reference) for v in new)
     noisy_new = new_spread > max(config.noisy_factor * within, config.noisy_floor)
