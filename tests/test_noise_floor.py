@@ -14,10 +14,11 @@ import yaml
 from shared import REPO
 
 from mpiregress import baselines, history
-from mpiregress.errors import OK, REGRESSION
+from mpiregress.errors import NEEDS_A_LOOK, REGRESSION
 from mpiregress.noise import verdict as noise_verdict
 from mpiregress.results import Result, pt2pt
 from mpiregress.verdict import band
+from mpiregress.verdict import compose
 from mpiregress.verdict import history_gate as gate
 
 LOADED = {"node1": {"efficiency": 0.96, "max_detour_us": 1151.0}}     # issue 18's loaded host
@@ -79,9 +80,9 @@ def test_gate_without_history_a_loaded_node_is_noisy(refs: baselines.Baselines, 
     (v,) = gate.judge([lat(2.9 * 1.3, LOADED)], None, books)
     assert v.basis == "baseline" and v.verdict == "noisy" and not v.gates
     assert v.reason.startswith("noisy: node node1 stalled its probe for 1151 us at once")
-    assert gate.exit_code([v]) == OK
+    assert compose.exit_code_of_history([v]) == NEEDS_A_LOOK           # said, never a silent pass
     (v,) = gate.judge([lat(2.9 * 1.3, QUIET)], None, books)
-    assert v.verdict == "regression" and gate.exit_code([v]) == REGRESSION
+    assert v.verdict == "regression" and compose.exit_code_of_history([v]) == REGRESSION
     with history.open_history(tmp_path / "empty.sqlite") as h:      # a history that knows nothing of it
         (v,) = gate.judge([lat(2.9 * 1.3, LOADED)], h, books)
     assert v.verdict == "noisy"

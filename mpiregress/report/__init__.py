@@ -131,7 +131,7 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     if given.changed_methods and history is not None:
         # Was a rebuilt method already behind before this MR? The latest accepted run of each series says.
         last = {key: list(runs[-1].samples) for key, runs in trends.items() if runs}
-        before = consistency.check(consistency.history_values(last), noise)
+        before = consistency.group(consistency.check(consistency.history_values(last), noise))
     pipeline = compose.compose(event, replace(
         given, results=list(results), history=verdicts, cross=findings, baseline_findings=baseline_findings,
         causes={**found_causes, **given.causes}, cross_before=before))
