@@ -461,7 +461,8 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
     judged = compose.compose(opts.event, compose.Evidence(
-        results=found, cross=cross_method.check(cross_method.method_values(found)), problems=problems))
+        results=found, cross=cross_method.group(cross_method.check(cross_method.method_values(found))),
+        problems=problems))
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()

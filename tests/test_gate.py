@@ -10,7 +10,7 @@ import yaml
 from mpiregress import cli, history
 from mpiregress.verdict import history_gate as gate
 from mpiregress.baselines import SCHEMA, Reference
-from mpiregress.errors import ERROR, OK, REGRESSION
+from mpiregress.errors import ERROR, NEEDS_A_LOOK, OK, REGRESSION
 from mpiregress.verdict.history_gate import GateConfig, judge_values
 from mpiregress.names import METRICS
 from mpiregress.results import pt2pt, pt2pt_key
@@ -112,7 +112,9 @@ def test_short_history_and_no_baseline_is_an_error():
 def test_exit_codes_gate_on_regression_and_error_only():
     def verdict(name):
         return gate.Verdict(key=LAT, verdict=name, reason="")
-    assert compose.exit_code_of_history([verdict("pass"), verdict("improvement"), verdict("noisy"), verdict("skip")]) == OK
+    assert compose.exit_code_of_history([verdict("pass"), verdict("skip")]) == OK
+    # An improvement (stale history) and a noisy series do not gate: they need a look (exit 5).
+    assert compose.exit_code_of_history([verdict("pass"), verdict("improvement"), verdict("noisy")]) == NEEDS_A_LOOK
     assert compose.exit_code_of_history([verdict("pass"), verdict("regression")]) == REGRESSION
     assert compose.exit_code_of_history([verdict("regression"), verdict("error")]) == ERROR
 

@@ -18,7 +18,7 @@ from shared import REPO
 
 from mpiregress import history, results, runner
 from mpiregress.verdict import history_gate as gate
-from mpiregress.errors import OK, REGRESSION
+from mpiregress.errors import NEEDS_A_LOOK, OK, REGRESSION
 from mpiregress.noise import nodehistory, probe, records
 from mpiregress.report import noise as noise_report
 from mpiregress.results import Result, pt2pt
@@ -63,7 +63,7 @@ def test_a_regression_on_a_disturbed_node_is_noisy_not_gating(quiet_history: Pat
     assert v.verdict == "noisy" and not v.gates
     assert v.reason.startswith("noisy: node node1 efficiency 0.82, usual 0.98")
     assert "would otherwise be: 3.41 us is" in v.reason and "rerun on quiet nodes" in v.reason
-    assert compose.exit_code_of_history([v]) == OK
+    assert compose.exit_code_of_history([v]) == NEEDS_A_LOOK
 
 
 def test_a_regression_on_a_quiet_node_stays_a_regression(quiet_history: Path) -> None:
@@ -213,7 +213,7 @@ def test_the_runs_baseline_verdict_defers_to_a_node_noisier_than_its_band(quiet_
     (r,) = disturbed
     assert r.status == "pass" and r.conditions["verdict"] == "noisy"
     assert r.reason.startswith("noisy: node node1 efficiency 0.82, usual 0.98 (would otherwise be: ")
-    assert compose.exit_code_of_run(disturbed, []) == OK
+    assert compose.exit_code_of_run(disturbed, []) == NEEDS_A_LOOK
     page = summary.markdown(disturbed, "t", [], ["--repeat auto: 3 repetition(s): because"])
     assert "1 noisy" in page and "- --repeat auto: 3 repetition(s): because" in page and "| noisy |" in page
     quiet = [lat([limit * 1.2], 30, {"node1": {"efficiency": 0.978, "max_detour_us": 70.0}})]

@@ -107,7 +107,7 @@ def test_summary_table_and_markdown_show_value_baseline_and_verdict():
     assert "skipped: a single socket (1 check(s): source/cross_socket/latency)" in table
     md = summary.markdown(found, "MPI regression: local", [])
     assert "| local:batch | same_numa | source | bandwidth | 500 MB/s | 1000 (>= 800) | **regression** | too slow |" in md
-    assert md.startswith("# MPI regression: local\n\n1 pass, 1 regression, 1 skipped")
+    assert md.startswith("# MPI regression: local\n\nPer series against its baseline: 1 pass, 1 regression, 1 skipped")
     assert "- a single socket (1 check(s): source/cross_socket/latency)" in md
 
 

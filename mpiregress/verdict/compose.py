@@ -140,12 +140,13 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _cross(ev, rules)
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
-    series = sorted(_measured_keys(ev.results) | {k for k, v in paired.items() if v.verdict not in ("error", "skip")})
+    judged_keys = {v.key for v in [*paired.values(), *(ev.history or ())] if v.verdict not in ("error", "skip")}
+    series = sorted(_measured_keys(ev.results) | judged_keys)
     return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged)
 
 
 def _measured_keys(results: Iterable[Result]) -> set[SeriesKey]:
-    return {r.key() for r in results if r.value is not None}
+    return {r.key() for r in results if r.value is not None and r.status in ("pass", "fail")}
 
 
 def _unique(found: list[Finding]) -> list[Finding]:
@@ -305,7 +306,7 @@ def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str =
     from . import cross_method
 
     return compose(event, Evidence(results=results, problems=problems,
-                                   cross=cross_method.check(cross_method.method_values(results))))
+                                   cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))
 
 
 def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:
