@@ -140,7 +140,8 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _cross(ev, rules)
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
-    judged_keys = {v.key for v in [*paired.values(), *(ev.history or ())] if v.verdict not in ("error", "skip")}
+    judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
+        v.key for v in ev.history or () if v.verdict not in ("error", "skip")}
     series = sorted(_measured_keys(ev.results) | judged_keys)
     return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged)
 
