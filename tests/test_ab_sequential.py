@@ -157,3 +157,33 @@ def test_effect_and_interval_never_read_below_minus_100_percent(logs, metric):
     for v in paired.judge(records, FAST):
         assert v.low > -1 and v.effect > -1 and v.high > -1
         assert v.low <= v.effect <= v.high
+
+
+def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
+    from mpiregress import runner
+    from mpiregress.systems import get
+
+    base = get("local").ab_schedule()
+    assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 10)   # systems/local.yaml
+    opts = runner.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=7)
+    assert runner._ab_schedule(opts).look_sizes() == [5, 7]
+    with pytest.raises(InputError, match="--ab-max-pairs 3 is below the 5 pairs of the first look"):
+        runner._ab_schedule(runner.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=3))
+
+
+def test_an_extra_round_selects_exactly_its_series_whatever_the_parameter_order():
+    import re
+
+    from mpiregress import runner
+
+    key = paired.series_key(dict(system="local", partition="batch", method="source", placement="same_numa",
+                                 metric="bandwidth"))
+    patterns = runner._ab_series_filter([key])
+    assert patterns[0] == "-n"
+    chosen = re.compile(patterns[1])
+    # ReFrame matches -n against the display name with its spaces removed.
+    assert chosen.search("OsuAbCheck%build_method=source%metric=bandwidth%placement=same_numa")
+    assert chosen.search("OsuAbCheck%metric=bandwidth%placement=same_numa%build_method=source")
+    assert not chosen.search("OsuAbCheck%build_method=source%metric=latency%placement=same_numa")
+    assert not chosen.search("OsuAbCheck%build_method=source%metric=bandwidth%placement=same_numa_x")
+    assert not chosen.search("OsuPt2ptCheck%build_method=source%metric=bandwidth%placement=same_numa")

@@ -15,7 +15,7 @@ from ..names import METRICS
 from ..results import Result
 from . import attribution, evidence, paired
 
-AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest")
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
 
 
 def records(results: Sequence[Result]) -> list[dict[str, Any]]:

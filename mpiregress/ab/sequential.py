@@ -36,13 +36,13 @@ sequential p-values of all series keeps the family-wise error across series *and
 
 Why the power family and not O'Brien-Fleming
 --------------------------------------------
-O'Brien-Fleming-type spending saves almost all of alpha for the last look: at ``t = 5/11`` and
-the Holm level of an 80-series MR (1.25e-4) it spends 1e-8 at the first look, so no series could
-fail after 5 pairs and every real 5 % step would cost the whole budget. The first look here is
-already the ordinary, full-cost A/B run; the extra looks are a rescue for the few inconclusive
-series. So most of alpha goes to the first look: ``alpha * t**rho`` with ``rho = 0.25`` spends 70 %
-of alpha at 5 of 11 pairs (benchmarks/ab_sequential.py prints the power and the cluster time of
-each choice). ``obrien-fleming`` and ``pocock`` (Lan-DeMets types) are available as data.
+O'Brien-Fleming-type spending saves almost all of alpha for the last look: at ``t = 4/10`` and
+the Holm level of an 80-series MR (1.25e-4) it spends ~1e-9 at the first look, so no series could
+fail after 4 pairs and every real 5 % step would cost the whole budget. The first look here is
+already the ordinary A/B run; the extra looks are a rescue for the few inconclusive series. So
+most of alpha goes to the first look: ``alpha * t**rho`` with ``rho = 0.25`` spends 80 % of alpha
+at 4 of 10 pairs (benchmarks/ab_sequential.py prints the detection and the cluster time).
+``obrien-fleming`` and ``pocock`` (Lan-DeMets types) are there too (``PairedConfig.spending``).
 """
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ class Schedule:
     """How many A/B pairs a series gets: ``initial_pairs`` first, then ``look_every`` more per look
     while it is inconclusive beyond the minimum effect, never more than ``max_pairs``."""
 
-    initial_pairs: int = 5     # 2 x 5 executions = 2x one ordinary measurement of k = 5
+    initial_pairs: int = 4     # two ABBA blocks: 2 x 4 executions = 1.6x one ordinary measurement of k = 5
     look_every: int = 2        # an even step keeps every further round in whole ABBA blocks
-    max_pairs: int = 11        # the worst case: 2.2x the fixed run for one series
+    max_pairs: int = 10        # the worst case of one series: 4x one ordinary measurement
 
     def __post_init__(self) -> None:
         if not 2 <= self.initial_pairs <= self.max_pairs:
