@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mrs", type=int, default=100, help="simulated MRs of each kind (null, step) per design")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--designs", nargs="+", default=["fixed:5", "seq:5:2:11", "seq:4:2:10"])
+    parser.add_argument("--designs", nargs="+", default=["fixed:5", "seq:4:2:10", "seq:5:2:11"],
+                        help="fixed:PAIRS or seq:INITIAL:EVERY:MAX (the default of systems/*.yaml: seq:4:2:10)")
     parser.add_argument("--rho", type=float, default=None, help="power spending exponent (default: the config's)")
     args = parser.parse_args(argv)
     config = paired.PairedConfig() if args.rho is None else paired.PairedConfig(rho=args.rho)
