@@ -11,6 +11,11 @@ with its side, pair and position (``conditions``), or an error sample saying why
 pairing and the verdict are :mod:`mpiregress.ab.paired`'s, run by ``mpiregress run
 --ab-against``. Without an A build (``MPIREGRESS_AB_MANIFEST_DIR`` empty) the job runs B
 k times and the series fall back to the history gate.
+
+A later round of a sequential run (``MPIREGRESS_AB_FIRST_PAIR``, ``MPIREGRESS_AB_PAIRS``,
+``MPIREGRESS_AB_LOOK``; the runner selects the series still inconclusive) continues the pair
+numbers and the alternation; every sample says its look and the run's budget (``ab_look``,
+``ab_max_pairs``), which the judge needs to spend alpha over the looks.
 """
 import os
 import shlex
@@ -37,6 +42,10 @@ class OsuAbCheck(OsuCheckBase):
     time_limit = '30m'
     ab_manifest_dir = variable(str, value=os.environ.get('MPIREGRESS_AB_MANIFEST_DIR', ''))
     ab_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_PAIRS') or DEFAULT_PAIRS))
+    # A later round of a sequential run (mpiregress.ab.sequential): its first pair, its look, the budget.
+    ab_first_pair = variable(int, value=int(os.environ.get('MPIREGRESS_AB_FIRST_PAIR') or 0))
+    ab_look = variable(int, value=int(os.environ.get('MPIREGRESS_AB_LOOK') or 1))
+    ab_max_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_MAX_PAIRS') or 0))
     ab_order = variable(list, value=[])       # [[position, pair, side], ...] as run
 
     @run_after('init')
@@ -61,9 +70,10 @@ class OsuAbCheck(OsuCheckBase):
             if same:
                 self.sides['A'] = same[0]
         if 'A' in self.sides:
-            order = interleaved_order(self.ab_pairs)
+            order = interleaved_order(self.ab_pairs, first=self.ab_first_pair)
         else:
-            order = [Step(position=i, pair=i, side='B') for i in range(self.ab_pairs)]
+            first = self.ab_first_pair
+            order = [Step(position=first + i, pair=first + i, side='B') for i in range(self.ab_pairs)]
         self.ab_order = [[s.position, s.pair, s.side] for s in order]
         # Each side's environment goes on its own steps only (run_steps), never on the whole job.
         self.modules = []
@@ -107,7 +117,8 @@ class OsuAbCheck(OsuCheckBase):
         stem = f'ab-{pair}-{side}'
         out, err = self.read_stage_file(f'{stem}.out'), self.read_stage_file(f'{stem}.err')
         conditions = {'ab_side': side, 'ab_pair': pair, 'ab_position': position,
-                      'ab_manifest': str(self.sides[side].path)}
+                      'ab_manifest': str(self.sides[side].path), 'ab_look': self.ab_look,
+                      'ab_max_pairs': self.ab_max_pairs or self.ab_first_pair + self.ab_pairs}
         sample = {'benchmark': self.benchmark, 'parameters': self.series_parameters, 'metric': self.metric,
                   'value': None, 'status': 'error', 'conditions': conditions}
         if rc is None:

@@ -87,7 +87,8 @@ class RunOptions:
     pipeline: str = ""
     # A/B run of a toolchain MR (family ab): A's manifests ("auto": store, else merge base), k pairs.
     ab_against: Optional[str] = None
-    ab_pairs: int = 5
+    ab_pairs: Optional[int] = None               # None: the system's ab.initial_pairs
+    ab_max_pairs: Optional[int] = None           # None: the system's ab.max_pairs (sequential budget)
     ab_branch: str = "main"
     event: str = "run"               # the pipeline event whose gating rules judge this run (verdict/gating.yaml)
     measure_only: bool = False       # a pipeline measurement job: exit 0 when it measured; the verdict job judges
@@ -201,7 +202,8 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
     return env
 
 
-def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) -> list[str]:
+def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
+                     extra: Sequence[str] = ()) -> list[str]:
     system = f"{opts.system}:{opts.partition}" if opts.partition else opts.system
     cmd = [_reframe(), "-C", str(SITE_CONFIG), "--system", system,
            "--prefix", str(opts.report_dir / "reframe"),
@@ -222,6 +224,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) 
         cmd += ["-c", str(check)]
     if opts.repeat > 1:
         cmd += ["--repeat", str(opts.repeat)]
+    cmd += list(extra)
     if env.get("MPIREGRESS_IN_ALLOCATION"):
         # One allocation, its nodes shared by every check: benchmarks must not overlap.
         cmd += ["--exec-policy=serial"]
@@ -290,7 +293,8 @@ def check_options(opts: RunOptions) -> list[str]:
                              "(e.g. LinktestCheck.nodes=64)")
     for option, value, (low, high) in (("--iterations", opts.iterations, ITERATIONS_RANGE),
                                        ("--repeat", opts.repeat, REPEAT_RANGE),
-                                       ("--ab-pairs", opts.ab_pairs, AB_PAIRS_RANGE)):
+                                       ("--ab-pairs", opts.ab_pairs, AB_PAIRS_RANGE),
+                                       ("--ab-max-pairs", opts.ab_max_pairs, AB_PAIRS_RANGE)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
             raise InputError(f"{option} {value!r} is out of range: give a whole number from {low} to {high}")
     return methods
@@ -452,7 +456,8 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         raise InputError(f"ReFrame could not load {unloaded[0]}; see {opts.report_dir / 'reframe.out'}")
     loaded = reframe_report.load(report, tc.name, opts.commit or _commit(), opts.pipeline, dry_run=opts.dry_run)
     if found_a is not None and not opts.dry_run:
-        return _ab_verdict(loaded, opts, folder, env, found_a)
+        loaded, rounds = _ab_more_rounds(loaded, opts, methods, env, folder, tc.name)
+        return _ab_verdict(loaded, opts, folder, env, found_a, rounds)
     found = results.aggregate(loaded)
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
@@ -562,7 +567,9 @@ def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manif
     if found.directory is not None and not opts.dry_run:
         check_binaries(found.directory, list(pairing.pairs), opts)
     env["MPIREGRESS_AB_MANIFEST_DIR"] = str(found.directory or "")
-    env["MPIREGRESS_AB_PAIRS"] = str(opts.ab_pairs)
+    schedule = _ab_schedule(opts)
+    env.update(MPIREGRESS_AB_PAIRS=str(schedule.initial_pairs), MPIREGRESS_AB_FIRST_PAIR="0",
+               MPIREGRESS_AB_LOOK="1", MPIREGRESS_AB_MAX_PAIRS=str(schedule.max_pairs))
     record = {**found.to_dict(), "pairs": {m: [str(a.path), str(b.path)] for m, (a, b) in pairing.pairs.items()},
               "b_only": pairing.b_only}
     folder.write("ab-a.json", json.dumps(record, indent=2) + "\n")
@@ -571,8 +578,98 @@ def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manif
     return found
 
 
+def _ab_schedule(opts: RunOptions) -> Any:
+    """The run's A/B pairs budget: the system's ``ab:`` keys, --ab-pairs and --ab-max-pairs over them."""
+    from .ab.sequential import Schedule
+    from .systems import get
+
+    base = get(opts.system).ab_schedule()
+    initial = opts.ab_pairs or base.initial_pairs
+    most = opts.ab_max_pairs or max(base.max_pairs, initial)
+    if most < initial:
+        raise InputError(f"--ab-max-pairs {most} is below the {initial} pairs of the first look")
+    return Schedule(initial_pairs=initial, look_every=base.look_every, max_pairs=most)
+
+
+def _ab_series_filter(keys: Sequence[Any]) -> list[str]:
+    """ReFrame ``-n`` patterns selecting exactly these series' A/B tests (parameters in any order)."""
+    patterns = []
+    for key in keys:
+        wanted = {"build_method": key.method, "metric": key.metric, "placement": key.placement}
+        patterns += ["-n", "^OsuAbCheck" + "".join(f"(?=.*%{n}={re.escape(str(v))}(%|$))"
+                                                     for n, v in wanted.items())]
+    return patterns
+
+
+def _ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: list[str], env: dict[str, str],
+                    folder: run_folder.RunFolder, toolchain_name: str) -> tuple[list[results.Result], list[str]]:
+    """The sequential A/B run: after each look, the series still inconclusive beyond the minimum effect get
+    the next round of pairs (one ReFrame run per partition and node set, pinned to the series' nodes; in the
+    CI job's own allocation on the clusters), until none is left or the budget is spent. Returns every
+    sample (no round replaces an earlier one) and one sentence per extra round."""
+    from .ab import judge as ab_judge
+    from .ab import paired
+
+    schedule = _ab_schedule(opts)
+    sizes = schedule.look_sizes()
+    notes: list[str] = []
+    for look in range(2, len(sizes) + 1):
+        records = [r for r in ab_judge.records(loaded) if "ab_side" in r]
+        try:
+            verdicts = paired.judge(records)
+        except (InputError, KeyError):
+            break   # the final verdict says why, after every sample is kept
+        more = set(paired.continuing(verdicts))
+        if not more:
+            break
+        first, count = sizes[look - 2], sizes[look - 1] - sizes[look - 2]
+        groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+        for v in verdicts:
+            if v.key in more:
+                groups.setdefault((v.key.partition, v.nodes), []).append(v.key)
+        for index, ((partition, nodes), keys) in enumerate(sorted(groups.items())):
+            names = ", ".join(k.name() for k in keys)
+            note = (f"look {look}: {len(keys)} series still inconclusive beyond the minimum effect get pairs "
+                    f"{first}-{first + count - 1} on {','.join(nodes) or 'any node'}: {names}")
+            _log(note)
+            folder.step(note)
+            found = _ab_round(opts, env, keys, partition, nodes, look, first, count,
+                              opts.report_dir / f"ab-look-{look}" / f"{partition}-{index}", toolchain_name)
+            loaded = loaded + found
+            notes.append(note + f" ({sum('ab_side' in r.conditions for r in found)} samples)")
+    return loaded, notes
+
+
+def _ab_round(opts: RunOptions, env: dict[str, str], keys: Sequence[Any], partition: str,
+              nodes: Sequence[str], look: int, first: int, count: int, round_dir: Path,
+              toolchain_name: str) -> list[results.Result]:
+    """One extra round of pairs for ``keys`` (same partition and nodes) through the same check and launch path."""
+    import dataclasses
+
+    round_dir.mkdir(parents=True, exist_ok=True)
+    round_opts = dataclasses.replace(
+        opts, report_dir=round_dir, partition=partition, methods=sorted({k.method for k in keys}),
+        metrics=sorted({k.metric for k in keys}), placements=sorted({k.placement for k in keys}), repeat=1)
+    round_env = {**env, "MPIREGRESS_AB_FIRST_PAIR": str(first), "MPIREGRESS_AB_PAIRS": str(count),
+                 "MPIREGRESS_AB_LOOK": str(look)}
+    extra = _ab_series_filter(keys)
+    if nodes and not env.get("MPIREGRESS_IN_ALLOCATION"):
+        extra += ["-J", f"nodelist={','.join(nodes)}"]    # the same nodes as the earlier pairs
+    cmd = _reframe_command(round_opts, sorted({k.method for k in keys}), round_env, extra)
+    _log("running " + shlex.join(cmd))
+    with open(round_dir / "reframe.out", "w") as out:
+        proc = subprocess.run(cmd, env=round_env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                              cwd=paths.REPO_ROOT)
+    report = round_dir / "reframe-report.json"
+    if not report.exists():
+        _log(f"look {look}: ReFrame exited with code {proc.returncode} and wrote no report (see "
+             f"{round_dir / 'reframe.out'}); the series keep the pairs measured before")
+        return []
+    return reframe_report.load(report, toolchain_name, opts.commit or _commit(), opts.pipeline)
+
+
 def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_folder.RunFolder,
-                env: dict[str, str], found_a: Any) -> int:
+                env: dict[str, str], found_a: Any, rounds: Sequence[str] = ()) -> int:
     """Judge an A/B run by its pairs and write summary.md, junit.xml, report.html with the A/B section.
 
     Every sample is kept (results.json: one Result per sample, side and pair in ``conditions``;
@@ -604,7 +701,7 @@ def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_fold
     code = compose.exit_code(decided, opts.measure_only)
     title = f"A/B run: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     notes = [found_a.sentence + ("" if found_a.directory else ": no pairs, every series is judged by the "
-                                                               "history gate")] + problems
+                                                               "history gate")] + list(rounds) + problems
     section = ab_report.markdown(verdicts, causes)
     top = verdict_text.markdown(decided, heading="##", measure_only=opts.measure_only)
     folder.write("summary.md", f"# {title}\n\n{top}\n" + "".join(f"- {n}\n" for n in notes) + "\n" + section)

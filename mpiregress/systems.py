@@ -102,6 +102,17 @@ class System:
         return None if "$" in expanded else Path(expanded)
 
 
+    def ab_schedule(self) -> Any:
+        """The A/B pairs budget (``ab.initial_pairs``, ``ab.look_every``, ``ab.max_pairs``), an
+        :class:`mpiregress.ab.sequential.Schedule`; keys left out keep its defaults."""
+        from .ab.sequential import Schedule
+
+        block = self.data.get("ab") or {}
+        if not isinstance(block, dict):
+            raise _fail(self.path, "ab", "must be a mapping")
+        return Schedule.from_mapping(block, f"system file {self.path}")
+
+
 def systems_dir(root: Path = REPO_ROOT) -> Path:
     return Path(root) / "systems"
 

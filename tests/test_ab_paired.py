@@ -210,8 +210,9 @@ def test_plan_refuses_mismatched_builds_and_tags_samples():
         plan_run(a, b, 6, [])
 
 
-def test_bandwidth_effect_reads_as_the_drop_of_b():
-    """B at half A's bandwidth is 50 % worse (not +100 %), as the history gate says it."""
+def test_bandwidth_effect_lives_on_the_ratio_scale():
+    """B at half A's bandwidth: A/B - 1 = +100 % worse (B needs twice A's time per byte), B/A 0.5 said too;
+    on the ratio scale an effect and its interval can never read below -100 %."""
     records = []
     for index in range(3):
         for pair in range(6):
@@ -223,8 +224,10 @@ def test_bandwidth_effect_reads_as_the_drop_of_b():
                                 "metric": "bandwidth", "value": value, "status": "pass", "ab_side": side,
                                 "ab_pair": pair, "nodelist": ["n1"], "target": "t"})
     v = _by_placement(paired.judge(records, FAST))["p0"]
-    assert v.effect == pytest.approx(0.5, abs=1e-9)
-    assert "50.0% worse" in v.reason
+    assert v.effect == pytest.approx(1.0, abs=1e-9)
+    assert v.b_over_a == pytest.approx(0.5, abs=1e-9)
+    assert "100.0% worse" in v.reason and "B/A 0.5" in v.reason
+    assert v.high >= v.effect >= v.low > -1
 
 
 def test_open_series_model_records_collectives_included():

@@ -47,7 +47,9 @@ def builds(pipeline, tmp_path_factory):  # noqa: F811
 
 def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipeline, builds, tmp_path):  # noqa: F811
     report = tmp_path / "r"
-    done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-pairs", "4", "--ab-against", str(builds["a"]),
+    # --ab-max-pairs 4: one look, so the job's order below is the whole run (no extra round).
+    done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-pairs", "4", "--ab-max-pairs", "4",
+               "--ab-against", str(builds["a"]),
                "--manifest-dir", str(builds["b"]), "--report-dir", str(report))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
@@ -115,3 +117,59 @@ def test_mismatched_a_and_b_stop_before_any_job_with_one_sentence(pipeline, buil
     assert "A and B were built for different targets" in done.stderr and "Traceback" not in done.stderr
     assert not (report / "reframe-report.json").exists()
     shutil.rmtree(report, ignore_errors=True)
+
+
+# Steps count themselves in the test's stage folder (one count per series and round). The pattern
+# osu_[b]w matches the bandwidth job's binary but not this text, which the job script holds too.
+# Real slowdowns: without CMA single copy osu_bw moves 1 MiB 2-5x slower here (issue 18's MR), and
+# osu_latency over TCP instead of shared memory is ~100x slower.
+_COUNT = ['n=$(cat .ab-{0}-steps 2>/dev/null || echo 0)', 'echo $((n + 1)) > .ab-{0}-steps']
+_NO_CMA = "export OMPI_MCA_btl_vader_single_copy_mechanism=none"
+# Latency: A is always the slow one (B better: clear, no more pairs). Bandwidth: B is slow except in its
+# third step, where A is slow instead: four pairs much worse, one where B won (issue 18's pattern).
+A_SETUP = [c.format("a") for c in _COUNT] + [
+    f'if grep -q "osu_[b]w" rfm_job.sh; then if [ "$n" = 2 ]; then {_NO_CMA}; fi; '
+    f'else export OMPI_MCA_btl=self,tcp; fi']
+B_SETUP = [c.format("b") for c in _COUNT] + [
+    f'if grep -q "osu_[b]w" rfm_job.sh; then if [ "$n" != 2 ]; then {_NO_CMA}; fi; fi']
+
+
+def test_an_inconclusive_series_gets_more_pairs_in_a_second_look_and_a_clear_one_does_not(pipeline, builds,  # noqa: F811
+                                                                                         tmp_path):
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    for folder, setup in ((a_dir, A_SETUP), (b_dir, B_SETUP)):
+        folder.mkdir()
+        data = json.loads(builds["b_manifest"].read_text())
+        data["env"]["setup"] = list(data["env"].get("setup") or []) + setup
+        data["env"]["env_vars"] = {}
+        (folder / builds["b_manifest"].name).write_text(json.dumps(data))
+    report = tmp_path / "r"
+    done = cli(pipeline, "run", "--system", "local", "--methods", "source", "--metrics", "latency,bandwidth",
+               "--placements", "same_numa", "--iterations", "3", "--setvar", "warmup=1", "--no-build",
+               "--ab-pairs", "5", "--ab-max-pairs", "7", "--ab-against", str(a_dir), "--manifest-dir", str(b_dir),
+               "--report-dir", str(report))
+    # Exit 0 or 1 depends on what the seven pairs measured; the structure below does not.
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
+    samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
+    by_metric = {m: sorted((r["ab_pair"], r["ab_side"], r["ab_look"], r["ab_position"]) for r in samples
+                           if r["metric"] == m) for m in ("latency", "bandwidth")}
+    # The clear series: five pairs, one look.
+    assert [(p, look) for p, _, look, _ in by_metric["latency"]] == [(p, 1) for p in range(5) for _ in "AB"]
+    # The inconclusive one: its five, then pairs 5 and 6 at look 2, continuing the A B | B A order.
+    assert [(p, look) for p, _, look, _ in by_metric["bandwidth"]] == \
+        [(p, 1) for p in range(5) for _ in "AB"] + [(p, 2) for p in (5, 6) for _ in "AB"]
+    later = sorted((pos, side) for p, side, look, pos in by_metric["bandwidth"] if look == 2)
+    assert later == [(10, "B"), (11, "A"), (12, "A"), (13, "B")]
+    assert {r["ab_max_pairs"] for r in samples} == {7}
+    assert all(r["status"] == "pass" for r in samples), [r.get("reason") for r in samples if r["status"] != "pass"]
+    # The extra round ran the bandwidth series only, pinned to the nodes of its first pairs.
+    (script,) = (report / "ab-look-2").rglob("rfm_job.sh")
+    text = script.read_text()
+    assert "#SBATCH --nodelist=node1" in text and "osu_bw" in text and "osu_latency" not in text
+    summary = (report / "summary.md").read_text()
+    assert "look 2: 1 series still inconclusive beyond the minimum effect get pairs 5-6 on node1: " \
+           "local/batch source same_numa bandwidth" in summary
+    outs = {c.get("name"): c.find("system-out").text for c in ET.parse(report / "junit.xml").getroot().iter("testcase")}
+    assert "7 pairs" in outs["source.same_numa.bandwidth"] and "5 pairs" in outs["source.same_numa.latency"], outs
+    kept = json.loads((report / "results.json").read_text())
+    assert len([r for r in kept if "ab_side" in r["conditions"]]) == len(samples) == 24

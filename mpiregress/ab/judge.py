@@ -15,7 +15,7 @@ from ..results import Result
 from ..verdict.history_gate import GateConfig
 from . import attribution, evidence, paired
 
-AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest")
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
 
 
 def records(results: Sequence[Result]) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """The paired A/B verdict of a toolchain MR: effect, interval and a family-wise decision.
 
 Input: result records of one A/B allocation (see :mod:`.plan`), each tagged with
-``ab_side`` (A = target branch's build, B = the MR's build) and ``ab_pair``.
+``ab_side`` (A = target branch's build, B = the MR's build) and ``ab_pair``; in a
+sequential run also ``ab_look`` (the look the pair was measured for) and
+``ab_max_pairs`` (the run's budget), see :mod:`.sequential`.
 
 The effect (and why log-ratios of pairs)
 ----------------------------------------
@@ -18,7 +20,13 @@ The estimate is the Hodges-Lehmann estimate: the median of the Walsh averages
 ``(d_i + d_j)/2, i <= j``. It is the centre of symmetry of the ``d`` (which a pair
 difference has whenever A and B are exchangeable), it is as efficient as the mean
 on normal jitter (95 %) and far better on OSU's heavy-tailed one-sided jitter,
-and one crazy pair moves it by at most one Walsh rank.
+and one crazy pair moves it by at most one Walsh rank (four pairs 2.4-5.6x worse and
+one where B won: the estimate stays at ~3x, among the four).
+
+The effect reported is on the ratio's scale: ``exp(HL) - 1`` of the hurting-side
+log-ratio, i.e. B/A - 1 for latency and A/B - 1 for bandwidth (how much longer B needs
+per byte), and the interval's ends are mapped the same way. Both stay above -100 %
+whatever the data, as a ratio must.
 
 The interval, and why not a per-series test
 -------------------------------------------
@@ -80,6 +88,13 @@ to exceed 3 % would need ~25 pairs for a 5 % step; benchmarks/gate_detection.py
 prints that variant too.) **improvement**: the mirror, not gating. A series whose
 estimate is beyond the minimum effect but not significant is **inconclusive**.
 
+Sequential looks: an inconclusive series beyond the minimum effect gets more pairs
+(:mod:`.sequential`, run by ``mpiregress run --ab-against``). Its p-value is then the
+*sequential* one over its looks (each look's HL of the first n_j pairs against its own
+null, alpha spent over the looks by a Lan-DeMets spending function), and Holm runs over
+those, so the family-wise error holds over series and looks. A series still inconclusive
+at the budget says so, with its effect, interval, pairs and looks.
+
 Verdicts: ``pass``, ``regression``, ``improvement``, ``inconclusive``, ``error``;
 series with no A (a new method or target) are judged by the history gate
 (:func:`mpiregress.verdict.history_gate.judge_values`) and say so; their verdict keeps the gate's
@@ -89,21 +104,24 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+from scipy import special
 
 from ..baselines import Reference
 from ..errors import InputError
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey, freeze
 from ..verdict.history_gate import GateConfig, Verdict, judge_values
+from . import sequential
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
 
 SeriesId = SeriesKey
+MIN_SCALE = 1e-4   # log-ratio jitter scale below which pairs count as equal (0.01 %, below any OSU resolution)
 
 
 @dataclass(frozen=True)
@@ -118,6 +136,10 @@ class PairedConfig:
     interval: float = 0.95                # level of the interval shown
     noisy_quantile: float = 0.999         # own residual spread beyond this quantile of the class's: too noisy
     min_pool: int = 12                    # fewer residuals in a class: borrow the metric's pool
+    # The sequential design (:mod:`.sequential`): alpha spent over the looks by alpha * t**rho.
+    spending: str = "power"
+    rho: float = 0.25
+    draws_later: int = 200_000            # later looks' boundaries sit near z 4.2 at an 80-series Holm level
 
 
 @dataclass
@@ -135,6 +157,12 @@ class SeriesPairs:
     b_only: list[float] = field(default_factory=list)          # B samples when there is no A at all
     b_only_nodes: list[list[str]] = field(default_factory=list)
     target: str = ""
+    looks: list[int] = field(default_factory=list)             # per kept pair: the look it was measured for
+    max_pairs: int = 0                                         # the run's budget (0: fixed, what was measured)
+
+    def look_sizes(self) -> list[int]:
+        """Complete pairs at each look that added some (pairs of look <= j), in look order."""
+        return sorted({sum(1 for x in self.looks if x <= look) for look in set(self.looks)})
 
     def log_ratios(self) -> np.ndarray:
         """Hurting-side log-ratios, one per kept pair: > 0 means B is worse."""
@@ -157,12 +185,14 @@ class PairedVerdict:
     basis: str = "paired"                 # paired | history | baseline | none
     metric: str = ""
     unit: str = ""
-    effect: Optional[float] = None        # relative, positive = B worse than A
-    low: Optional[float] = None           # interval on the relative effect
+    effect: Optional[float] = None        # hurting-side ratio - 1 (B/A - 1 latency, A/B - 1 bandwidth): > -100 %
+    low: Optional[float] = None           # interval of the effect, on the same ratio scale
     high: Optional[float] = None
-    p_value: Optional[float] = None       # hurting side, raw
+    p_value: Optional[float] = None       # hurting side, sequential (over the looks), before Holm
     p_adjusted: Optional[float] = None    # Holm-adjusted
     pairs: int = 0
+    looks: int = 0                        # looks at the series (1: the fixed run; more: extra rounds of pairs)
+    max_pairs: int = 0                    # the budget of pairs the run allowed the series
     dropped: int = 0
     a_value: Optional[float] = None       # median of A
     b_value: Optional[float] = None       # median of B
@@ -172,6 +202,20 @@ class PairedVerdict:
     @property
     def gates(self) -> bool:
         return self.verdict in GATING
+
+    @property
+    def b_over_a(self) -> Optional[float]:
+        """The estimated ratio B/A itself (both metrics), from the effect: 0.5 = B half of A."""
+        if self.effect is None or self.basis != "paired" or self.metric not in METRICS:
+            return None
+        hurting = 1 + self.effect
+        return 1 / hurting if METRICS[self.metric].higher_is_better else hurting
+
+    def wants_more(self, config: "PairedConfig") -> bool:
+        """Inconclusive with its estimate beyond the minimum effect, and the budget allows more pairs."""
+        return (self.verdict == "inconclusive" and self.basis == "paired" and self.effect is not None
+                and self.effect > config.min_effect.get(self.metric, 0.03)
+                and self.pairs + self.dropped < self.max_pairs)
 
     def name(self) -> str:
         return series_name(self.key)
@@ -261,12 +305,25 @@ def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]
             found.b.append(_value(b))  # type: ignore[arg-type]
             found.pairs.append(pair)
             found.nodes.append(nodes_a)
+            found.looks.append(_look(a, b))
+        budgets = {int(r["ab_max_pairs"]) for side in sides.values() for r in side.values() if r.get("ab_max_pairs")}
+        attempted = len(set(sides["A"]) | set(sides["B"]))
+        found.max_pairs = max(budgets | {attempted})
         out[key] = found
     for key in unpaired:
         if key not in out:
             raise InputError(f"results of {series_name(key)} carry no A/B side (ab_side), so they are not "
                              f"from an A/B run")
     return out
+
+
+def _look(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
+    """The look a pair was measured for (``ab_look``; records of a fixed run have none: look 1)."""
+    looks = {int(r.get("ab_look") or 1) for r in (a, b)}
+    if len(looks) > 1:
+        raise InputError(f"pair {a.get('ab_pair')} of {series_name(series_key(a))} has A and B in different looks "
+                         f"({sorted(looks)})")
+    return looks.pop()
 
 
 def _broken(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> str:
@@ -319,6 +376,10 @@ def _distinct_indices(rng: np.random.Generator, population: int, k: int, draws: 
     not have, and two equal outliers are enough to move an HL estimate of 5 pairs.
     """
     k = min(k, population)
+    if k * k > population:
+        # Redrawing rows with a repeat would almost never end (11 of 16: one row in 400 is distinct):
+        # the first k of a random permutation instead.
+        return np.argsort(rng.random((draws, population)), axis=1)[:, :k]
     rows = rng.integers(0, population, size=(draws, k))
     while True:
         ordered = np.sort(rows, axis=1)
@@ -337,14 +398,24 @@ class NullModel:
 
 
 def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> NullModel:
-    """HL (and residual spread) of ``pairs`` residuals drawn from ``pool`` with random signs."""
+    """HL (and residual spread) of ``pairs`` residuals drawn from ``pool`` with random signs.
+
+    Drawn in chunks, so the later looks' 200 000 draws of up to a dozen pairs stay small in memory.
+    """
     rng = np.random.default_rng([config.seed, pairs, len(pool)])
-    draws = pool[_distinct_indices(rng, len(pool), pairs, config.draws)]
-    draws = draws * rng.choice((-1.0, 1.0), size=draws.shape)
-    hl = _hl_rows(draws)
-    spread = (draws - hl[:, None]) * math.sqrt(pairs / (pairs - 1)) if pairs > 1 else draws * 0
-    scales = 1.4826 * _row_median(np.abs(spread - _row_median(spread)[:, None]))
-    return NullModel(hl=np.sort(hl), noisy_scale=_sorted_quantile(np.sort(scales), config.noisy_quantile))
+    hl_parts, scale_parts = [], []
+    left = config.draws
+    while left > 0:
+        size = min(left, 50_000)
+        left -= size
+        draws = pool[_distinct_indices(rng, len(pool), pairs, size)]
+        draws = draws * rng.choice((-1.0, 1.0), size=draws.shape)
+        hl = _hl_rows(draws)
+        spread = (draws - hl[:, None]) * math.sqrt(pairs / (pairs - 1)) if pairs > 1 else draws * 0
+        hl_parts.append(hl)
+        scale_parts.append(1.4826 * _row_median(np.abs(spread - _row_median(spread)[:, None])))
+    scales = np.sort(np.concatenate(scale_parts))
+    return NullModel(hl=np.sort(np.concatenate(hl_parts)), noisy_scale=_sorted_quantile(scales, config.noisy_quantile))
 
 
 def _sorted_quantile(ordered: np.ndarray, q: float) -> float:
@@ -368,17 +439,22 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def _relative(metric: str, log_effect: float) -> float:
-    """Hurting-side log-ratio -> relative change of B against A, positive = worse.
+    """Hurting-side log-ratio -> the effect on the ratio's scale: exp(d) - 1, positive = B worse.
 
-    Latency: B = A (1 + effect); bandwidth: B = A (1 - effect), so "5 % worse" means
-    5 % slower or 5 % less bandwidth, as the history gate reports it.
+    Latency: B/A - 1; bandwidth: A/B - 1 (how much longer B needs per byte). The log domain is
+    mapped back with exp for both metrics, so the effect and both ends of its interval stay above
+    -100 % whatever the data (a ratio cannot fall below 0). The old bandwidth mapping, 1 - B/A, is
+    bounded above instead and ran to -600 % on the improving side of a wide interval. At small
+    effects the two agree to first order (5 % less bandwidth: 5.3 % here).
     """
-    return -math.expm1(-log_effect) if METRICS[metric].higher_is_better else math.expm1(log_effect)
+    del metric  # one scale for both metrics; kept in the signature for the callers' sake
+    return math.expm1(min(log_effect, 700.0))   # beyond e**700 a float overflows; no real ratio gets there
 
 
 def _log_threshold(metric: str, effect: float) -> float:
-    """The hurting-side log-ratio of a relative effect (inverse of :func:`_relative`)."""
-    return -math.log1p(-effect) if METRICS[metric].higher_is_better else math.log1p(effect)
+    """The hurting-side log-ratio of an effect on the ratio's scale (inverse of :func:`_relative`)."""
+    del metric
+    return math.log1p(effect)
 
 
 def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = PairedConfig(),
@@ -406,30 +482,60 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
             continue
         testable.append(s)
     pools = _pools(testable, config)
-    stats: list[tuple[SeriesPairs, float, float, float, float, float, bool]] = []
-    nulls: dict[tuple[tuple[str, str], int], NullModel] = {}
-    for s in testable:
-        d = s.log_ratios()
-        est = hodges_lehmann(d)
-        pool = pools[s.noise_class()]
-        model = nulls.get((s.noise_class(), len(d)))
-        if model is None:
-            model = nulls[(s.noise_class(), len(d))] = null_distribution(pool, len(d), config)
-        null, draws = model.hl, len(model.hl)
-        p_up = (1 + draws - np.searchsorted(null, est, side="left")) / (draws + 1)
-        p_down = (1 + np.searchsorted(null, est, side="right")) / (draws + 1)
-        g = (1 - config.interval) / 2
-        low = est - _sorted_quantile(null, 1 - g)
-        high = est - _sorted_quantile(null, g)
-        noisy = robust_scale(residuals(d)) > model.noisy_scale
-        stats.append((s, est, float(p_up), float(p_down), low, high, noisy))
-    adjusted_up = holm([t[2] for t in stats])
-    adjusted_down = holm([t[3] for t in stats])
-    for (found_pairs, estimate, p_hurt, _p_good, lower, upper, too_noisy), adj_up, adj_down in zip(
-            stats, adjusted_up, adjusted_down, strict=True):
-        verdicts[found_pairs.key] = _decide(found_pairs, estimate, p_hurt, adj_up, adj_down, lower, upper,
-                                            too_noisy, config)
+    nulls: dict[tuple[tuple[str, str], int, int], NullModel] = {}
+
+    def null(s: SeriesPairs, pairs: int, draws: int) -> NullModel:
+        key = (s.noise_class(), pairs, draws)
+        if key not in nulls:
+            nulls[key] = null_distribution(pools[s.noise_class()], pairs, replace(config, draws=draws))
+        return nulls[key]
+
+    stats = [_series_stats(s, null, config) for s in testable]
+    adjusted_up = holm([t.p_up for t in stats])
+    adjusted_down = holm([t.p_down for t in stats])
+    for t, adj_up, adj_down in zip(stats, adjusted_up, adjusted_down, strict=True):
+        verdicts[t.pairs.key] = _decide(t, adj_up, adj_down, config)
     return [verdicts[k] for k in found]
+
+
+@dataclass(frozen=True)
+class _Stats:
+    """One series' figures before Holm: estimate and interval (log scale), sequential p-values, looks."""
+
+    pairs: SeriesPairs
+    estimate: float
+    low: float
+    high: float
+    p_up: float          # hurting side, sequential over the looks
+    p_down: float        # improving side, the same way
+    looks: int
+    noisy: bool
+
+
+def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
+    """HL estimate and interval at the last look; at every look that has enough pairs, the HL of the first
+    n_j pairs against its null, turned into z, and the sequential p-value of those z (:mod:`.sequential`)."""
+    d = s.log_ratios()
+    n = len(d)
+    est = hodges_lehmann(d)
+    sizes = [k for k in s.look_sizes() if k >= config.min_pairs] or [n]
+    budget = max(s.max_pairs, n)
+    z_up, z_down = [], []
+    for j, k in enumerate(sizes):
+        model = null(s, k, config.draws if j == 0 else config.draws_later)
+        h, draws = (est, len(model.hl)) if k == n else (hodges_lehmann(d[:k]), len(model.hl))
+        p_up = (1 + draws - np.searchsorted(model.hl, h, side="left")) / (draws + 1)
+        p_down = (1 + np.searchsorted(model.hl, h, side="right")) / (draws + 1)
+        z_up.append(float(-special.ndtri(p_up)))
+        z_down.append(float(-special.ndtri(p_down)))
+    fractions = [k / budget for k in sizes]
+    last = null(s, n, config.draws if len(sizes) == 1 else config.draws_later)
+    g = (1 - config.interval) / 2
+    return _Stats(pairs=s, estimate=est, low=est - _sorted_quantile(last.hl, 1 - g),
+                  high=est - _sorted_quantile(last.hl, g),
+                  p_up=sequential.sequential_p(z_up, fractions, config.spending, config.rho),
+                  p_down=sequential.sequential_p(z_down, fractions, config.spending, config.rho),
+                  looks=len(s.look_sizes()), noisy=robust_scale(residuals(d)) > last.noisy_scale)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:
@@ -463,47 +569,69 @@ def _pools(testable: Sequence[SeriesPairs], config: PairedConfig) -> dict[tuple[
         if len(pool) >= config.min_pool:
             out[c] = pool * scale_margin(dof[c])
             continue
-        metric_pool = np.concatenate([p for (m, _), p in pools.items() if m == c[0]])
+        # Only the borrowed residuals are brought up to the class's own spread: widening the class's own
+        # residuals too would count its spread twice, and one outlying pair of a lone series then
+        # inflated its whole null (a 3x regression with one pair where B won stayed inconclusive at 11 pairs).
+        borrowed = [p for (m, where), p in pools.items() if m == c[0] and (m, where) != c]
         metric_dof = sum(n for (m, _), n in dof.items() if m == c[0])
-        widen = max(1.0, robust_scale(pool) / robust_scale(metric_pool)) if robust_scale(metric_pool) else 1.0
-        out[c] = metric_pool * widen * scale_margin(metric_dof)
+        if not borrowed:
+            out[c] = pool * scale_margin(metric_dof)
+            continue
+        others = np.concatenate(borrowed)
+        # Floored: borrowed residuals that are all but equal (a scale of 1e-16) would be blown up 1e12-fold.
+        widen = max(1.0, robust_scale(pool) / max(robust_scale(others), MIN_SCALE))
+        out[c] = np.concatenate([pool, others * widen]) * scale_margin(metric_dof)
     return out
 
 
-def _decide(s: SeriesPairs, est: float, p_up: float, adj_up: float, adj_down: float, low: float, high: float,
-            noisy: bool, config: PairedConfig) -> PairedVerdict:
-    effect, lo, hi = (_relative(s.metric, x) for x in (est, low, high))
+def _decide(t: _Stats, adj_up: float, adj_down: float, config: PairedConfig) -> PairedVerdict:
+    s = t.pairs
+    effect, lo, hi = (_relative(s.metric, x) for x in (t.estimate, t.low, t.high))
     delta = config.min_effect.get(s.metric, 0.03)
     d = s.log_ratios()
     nodes = tuple(sorted({n for ns in s.nodes for n in ns}))
-    common: dict[str, Any] = dict(key=s.key, metric=s.metric, unit=s.unit, effect=effect, low=lo, high=hi, p_value=p_up,
-                  p_adjusted=adj_up, pairs=len(d), dropped=len(s.dropped), a_value=float(np.median(s.a)),
-                  b_value=float(np.median(s.b)), nodes=nodes)
+    budget = max(s.max_pairs, len(d) + len(s.dropped))
+    common: dict[str, Any] = dict(key=s.key, metric=s.metric, unit=s.unit, effect=effect, low=lo, high=hi,
+                                  p_value=t.p_up, p_adjusted=adj_up, pairs=len(d), dropped=len(s.dropped),
+                                  a_value=float(np.median(s.a)), b_value=float(np.median(s.b)), nodes=nodes,
+                                  looks=t.looks, max_pairs=budget)
     side = "worse" if effect > 0 else "better"
-    summary = (f"B (the MR) is {abs(effect):.1%} {side} than A (the target branch) on the same nodes "
+    looks = f" in {t.looks} looks" if t.looks > 1 else ""
+    ratio = math.exp(-t.estimate if METRICS[s.metric].higher_is_better else t.estimate)
+    summary = (f"B (the MR) is {abs(effect):.1%} {side} than A (the target branch; B/A {ratio:.3g}) on the same nodes "
                f"({', '.join(nodes) or 'nodes not recorded'}), {config.interval:.0%} interval "
-               f"{lo:+.1%} to {hi:+.1%}, {len(d)} pairs")
+               f"{lo:+.1%} to {hi:+.1%}, {len(d)} pairs{looks}")
     if s.dropped:
         summary += f" ({len(s.dropped)} dropped: " + "; ".join(
             f"pair {p} {r}" for p, r in sorted(s.dropped.items())[:3]) + ")"
     significant = adj_up <= config.alpha
     every_pair_worse = bool(np.all(d > _log_threshold(s.metric, delta)))
-    if effect > delta and significant and (not noisy or every_pair_worse):
+    at_budget = len(d) + len(s.dropped) >= budget
+    budget_note = (f", still so at the budget of {budget} pairs" if at_budget and budget > config.min_pairs
+                   and t.looks > 1 else f", with {budget - len(d) - len(s.dropped)} more pairs allowed"
+                   if not at_budget else "")
+    if effect > delta and significant and (not t.noisy or every_pair_worse):
         return PairedVerdict(verdict="regression", reason=f"{summary}: worse than the {delta:.0%} minimum effect "
-                             f"at {config.alpha:.0%} family-wise error (Holm p {adj_up:.2g})", **common)
-    if noisy and not every_pair_worse:
+                             f"at {config.alpha:.0%} family-wise error over the looks (Holm p {adj_up:.2g})",
+                             **common)
+    if t.noisy and not every_pair_worse:
         return PairedVerdict(verdict="inconclusive", reason=f"{summary}: its pairs scatter more than "
                              f"the other series of its class do in {config.noisy_quantile:.1%} of draws, too noisy "
-                             f"to judge", **common)
+                             f"to judge{budget_note}", **common)
     if effect > delta:
         return PairedVerdict(verdict="inconclusive", reason=f"{summary}: beyond the {delta:.0%} minimum effect "
-                             f"but not significant at {config.alpha:.0%} family-wise (Holm p {adj_up:.2g})",
-                             **common)
+                             f"but not significant at {config.alpha:.0%} family-wise (Holm p {adj_up:.2g})"
+                             f"{budget_note}", **common)
     if effect < -delta and adj_down <= config.alpha:
         return PairedVerdict(verdict="improvement", reason=f"{summary}: better beyond the {delta:.0%} minimum "
                              f"effect (not a failure)", **common)
     return PairedVerdict(verdict="pass", reason=f"{summary}: within the {delta:.0%} minimum effect or not "
                          f"significant", **common)
+
+
+def continuing(verdicts: Sequence[PairedVerdict], config: PairedConfig = PairedConfig()) -> list[SeriesId]:
+    """The series that get another round of pairs: inconclusive beyond the minimum effect, budget left."""
+    return [v.key for v in verdicts if v.wants_more(config)]
 
 
 def _fallback(s: SeriesPairs, history: Mapping[Any, Sequence[Sequence[float]]],

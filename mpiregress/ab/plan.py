@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import InputError
+from .sequential import Schedule
 
 SIDES: tuple[str, str] = ("A", "B")
-DEFAULT_PAIRS = 5   # 2 x 5 executions = 2x one ordinary measurement of k = 5 (benchmarks/gate_detection.py)
+# Pairs of the first look when nothing says otherwise (the runner passes the system's ab.initial_pairs).
+DEFAULT_PAIRS = Schedule().initial_pairs
 
 
 @dataclass(frozen=True)
@@ -39,19 +41,27 @@ class Step:
     side: str          # "A" (target branch) | "B" (the MR)
 
 
-def interleaved_order(pairs: int) -> list[Step]:
-    """The balanced order for ``pairs`` pairs: A B, B A, A B, B A, ...
+def interleaved_order(pairs: int, first: int = 0) -> list[Step]:
+    """The balanced order for ``pairs`` pairs from pair ``first`` on: A B, B A, A B, B A, ...
+
+    A later round of a sequential run continues the pair numbers and the alternation (pair ``j``
+    runs A first when ``j`` is even), and its positions follow the earlier rounds' (pair ``j`` at
+    positions 2j and 2j + 1), so the whole series reads as one balanced order.
 
     >>> "".join(s.side for s in interleaved_order(4))
     'ABBAABBA'
+    >>> [(s.position, s.pair, s.side) for s in interleaved_order(2, first=5)]
+    [(10, 5, 'B'), (11, 5, 'A'), (12, 6, 'A'), (13, 6, 'B')]
     """
     if pairs < 1:
         raise InputError(f"an A/B run needs at least one pair, {pairs} were asked for")
+    if first < 0:
+        raise InputError(f"an A/B round cannot start at pair {first}")
     steps: list[Step] = []
-    for pair in range(pairs):
+    for pair in range(first, first + pairs):
         sides = SIDES if pair % 2 == 0 else SIDES[::-1]
         for side in sides:
-            steps.append(Step(position=len(steps), pair=pair, side=side))
+            steps.append(Step(position=2 * first + len(steps), pair=pair, side=side))
     return steps
 
 

@@ -28,12 +28,13 @@ class Row:
     key: SeriesId
     verdict: str
     basis: str                      # paired | history | baseline | none
-    effect: Optional[float]         # relative, positive = B worse than A
+    effect: Optional[float]         # hurting-side ratio - 1 (B/A latency, A/B bandwidth), positive = B worse
     low: Optional[float]
     high: Optional[float]
     p_adjusted: Optional[float]
     pairs: int
     dropped: int
+    looks: int
     a_value: Optional[float]
     b_value: Optional[float]
     unit: str
@@ -43,6 +44,11 @@ class Row:
     @property
     def effect_text(self) -> str:
         return "—" if self.effect is None else f"{self.effect:+.1%}"
+
+    @property
+    def pairs_text(self) -> str:
+        """Pairs used, with the looks when the series got extra rounds: "7 (2 looks)"."""
+        return f"{self.pairs} ({self.looks} looks)" if self.looks > 1 else str(self.pairs)
 
     @property
     def interval_text(self) -> str:
@@ -60,7 +66,7 @@ def rows(verdicts: Sequence[PairedVerdict], causes: Optional[Mapping[SeriesId, s
     """Rows for the report: gating verdicts first, then by series name."""
     causes = causes or {}
     out = [Row(series=v.name(), key=v.key, verdict=v.verdict, basis=v.basis, effect=v.effect, low=v.low,
-               high=v.high, p_adjusted=v.p_adjusted, pairs=v.pairs, dropped=v.dropped, a_value=v.a_value,
+               high=v.high, p_adjusted=v.p_adjusted, pairs=v.pairs, dropped=v.dropped, looks=v.looks, a_value=v.a_value,
                b_value=v.b_value, unit=v.unit, cause=causes.get(v.key, ""), reason=v.reason) for v in verdicts]
     return sorted(out, key=lambda r: (ORDER.get(r.verdict, 99), r.series))
 
@@ -80,14 +86,16 @@ _MARKDOWN = """\
 ### A/B on the same nodes: {{ icons.get(status, "") }} {{ status }} (exit {{ code }})
 
 B is this MR's build, A the target branch's, run alternately (A B B A …) in one allocation on the same nodes; \
-effect = Hodges–Lehmann estimate of B/A over the pairs (+ = worse), {{ "%.0f"|format(config.interval * 100) }} % \
-interval; a series fails when it is worse than {{ "%.0f"|format(min_effect * 100) }} % at \
-{{ "%.0f"|format(config.alpha * 100) }} % family-wise error (Holm over {{ paired_count }} series).
+effect = Hodges–Lehmann estimate over the pairs of the ratio B/A (latency) or A/B (bandwidth) − 1, \
++ = worse, never below −100 %, with its {{ "%.0f"|format(config.interval * 100) }} % interval; a series still \
+inconclusive beyond the minimum effect gets more pairs (looks); a series fails when it is worse than \
+{{ "%.0f"|format(min_effect * 100) }} % at {{ "%.0f"|format(config.alpha * 100) }} % family-wise error over \
+the looks (Holm over {{ paired_count }} series).
 
 | verdict | series | effect | interval | pairs | cause / why |
 |---|---|---|---|---|---|
 {% for r in rows %}| {{ icons.get(r.verdict, "") }} {{ r.verdict }}{% if r.basis in ("history", "baseline") %} ({{ r.basis }}){% endif %} \
-| {{ r.series }} | {{ r.effect_text }} | {{ r.interval_text }} | {{ r.pairs }}{% if r.dropped %} (−{{ r.dropped }}){% endif %} \
+| {{ r.series }} | {{ r.effect_text }} | {{ r.interval_text }} | {{ r.pairs_text }}{% if r.dropped %} (−{{ r.dropped }}){% endif %} \
 | {{ (r.cause or r.reason)|replace("|", "\\\\|") }} |
 {% endfor %}"""
 
@@ -95,17 +103,18 @@ _HTML = """\
 <section class="ab">
 <h2>A/B on the same nodes <span class="status s-{{ status }}">{{ status }}</span></h2>
 <p class="meta">B is this MR's build, A the target branch's, run alternately (A B B A …) in one allocation on the
-same nodes. Effect: Hodges–Lehmann estimate of B/A over the pairs (+ = worse), {{ "%.0f"|format(config.interval * 100) }} %
-interval. A series fails when it is worse than {{ "%.0f"|format(min_effect * 100) }} % at
-{{ "%.0f"|format(config.alpha * 100) }} % family-wise error (Holm over {{ paired_count }} series). Series with no A
-are judged by the history gate and say so.</p>
+same nodes. Effect: Hodges–Lehmann estimate over the pairs of the ratio B/A (latency) or A/B (bandwidth) − 1
+(+ = worse, never below −100 %), with its {{ "%.0f"|format(config.interval * 100) }} % interval. A series still
+inconclusive beyond the minimum effect gets more pairs (looks). A series fails when it is worse than
+{{ "%.0f"|format(min_effect * 100) }} % at {{ "%.0f"|format(config.alpha * 100) }} % family-wise error over the
+looks (Holm over {{ paired_count }} series). Series with no A are judged by the history gate and say so.</p>
 <table><tr><th>verdict</th><th>series</th><th>A (median)</th><th>B (median)</th><th>effect (+ worse)</th>
 <th>interval</th><th>pairs</th><th>cause</th><th>why</th></tr>
 {% for r in rows %}<tr class="v-{{ r.verdict }}"><td>{{ r.verdict }}{% if r.basis in ("history", "baseline") %} ({{ r.basis }}){% endif %}</td>
 <td>{{ r.series }}</td><td class="num">{{ "—" if r.a_value is none else "%.4g"|format(r.a_value) }}</td>
 <td class="num">{{ "—" if r.b_value is none else "%.4g"|format(r.b_value) }} {{ r.unit }}</td>
 <td class="num">{{ r.effect_text }}</td><td class="num">{{ r.interval_text }}</td>
-<td class="num">{{ r.pairs }}{% if r.dropped %} ({{ r.dropped }} dropped){% endif %}</td>
+<td class="num">{{ r.pairs_text }}{% if r.dropped %} ({{ r.dropped }} dropped){% endif %}</td>
 <td>{{ r.cause }}</td><td>{{ r.reason }}</td></tr>
 {% endfor %}</table>
 </section>
@@ -152,7 +161,8 @@ def junit_xml(section_rows: Sequence[Row], suite: str = "mpiregress-ab") -> str:
         elif case["outcome"] == "skipped":
             ET.SubElement(element, "skipped", message=case["message"])
         ET.SubElement(element, "system-out").text = (f"{row.verdict}: effect {row.effect_text}, interval "
-                                                     f"{row.interval_text}, {row.pairs} pairs: {row.reason}")
+                                                     f"{row.interval_text}, {row.pairs} pairs, {row.looks or 1} "
+                                                     f"look(s): {row.reason}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

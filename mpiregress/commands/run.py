@@ -47,7 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="A/B run of a toolchain MR: B = --manifest-dir (the MR's builds), A = the target branch's "
                         "builds in DIR, or 'auto' (the system's manifest store, else built at the merge base); "
                         "A and B alternate in one job per series, judged by their pairs")
-    p.add_argument("--ab-pairs", type=int, default=5, help="A/B pairs per series (default 5)")
+    p.add_argument("--ab-pairs", type=int, default=None,
+                   help="A/B pairs per series at the first look (default: the system's ab.initial_pairs, 5)")
+    p.add_argument("--ab-max-pairs", type=int, default=None,
+                   help="at most this many pairs for a series still inconclusive beyond the minimum effect "
+                        "(default: the system's ab.max_pairs, 11; equal to --ab-pairs: no extra rounds)")
     p.add_argument("--ab-branch", default=os.environ.get("CI_MERGE_REQUEST_TARGET_BRANCH_NAME")
                    or os.environ.get("CI_DEFAULT_BRANCH") or "main",
                    help="the branch A is built from (default: the MR's target branch, else main)")
@@ -91,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         allow_missing_baselines=args.allow_missing_baselines, build_missing=not args.no_build,
         source_mirror=mirror, sha256_override=args.sha256 or os.environ.get("OSU_SHA256") or None,
         pipeline=os.environ.get("CI_PIPELINE_ID", ""),
-        ab_against=args.ab_against, ab_pairs=args.ab_pairs, ab_branch=args.ab_branch,
+        ab_against=args.ab_against, ab_pairs=args.ab_pairs, ab_max_pairs=args.ab_max_pairs,
+        ab_branch=args.ab_branch,
         event=args.event or ("toolchain_mr" if args.ab_against else "run"), measure_only=args.measure_only,
     )
     return run_checks(opts)
