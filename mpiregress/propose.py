@@ -45,6 +45,7 @@ from . import changepoint, consistency
 from .baselines import SCHEMA, Baselines
 from .errors import InputError
 from .gate import GateConfig, relative_noise, series_noise
+from .gate import format_value as fv
 from .history import History, RunPoint
 from .names import METRICS
 from .series import SeriesKey
@@ -71,15 +72,18 @@ class Evidence:
     held_back: str = ""                  # why it was not proposed ("" when proposed)
     anomalies: list[str] = field(default_factory=list)   # what was found, whether it held the series back or not
     newer_toolchain: str = ""            # a newer generation with accepted runs of the series, if any
+    level_since: str = ""                # a confirmed change point: only the runs of the new level are used
 
     def line(self) -> str:
         """One line for people: ``series: old -> new`` or ``series: held back: why``."""
-        was = f"{self.old['value']:.4g} ±{self.old['tolerance']:.0%}" if self.old else "none"
+        was = f"{fv(self.old['value'])} ±{self.old['tolerance']:.0%}" if self.old else "none"
         if self.held_back:
             return f"{self.series}: held back ({was} kept): {self.held_back}"
         assert self.proposed is not None
-        text = (f"{self.series}: {was} -> {self.proposed['value']:.4g} {self.unit} ±{self.proposed['tolerance']:.0%} "
+        text = (f"{self.series}: {was} -> {fv(self.proposed['value'])} {self.unit} ±{self.proposed['tolerance']:.0%} "
                 f"(median of {self.runs} {self.toolchain} run(s), {self.first_run} .. {self.last_run})")
+        if self.level_since:
+            text += f"; {self.level_since}"
         if self.anomalies:
             text += "; accepted anyway: " + "; ".join(self.anomalies)
         return text
@@ -214,8 +218,8 @@ def _anomalies(history: History, system: str, toolchain: str, config: GateConfig
                     f"(a proposal needs {config.last_runs})")
             else:
                 start = cp.index
-                confirmed[key] = (f"change point {abs(cp.change):.1%} {'worse' if cp.worse else 'better'} from run "
-                                  f"{cp.run_after.run_id} (commit {cp.commits}): only the runs since are used")
+                confirmed[key] = (f"new level since run {cp.run_after.run_id} ({abs(cp.change):.1%} "
+                                  f"{'worse' if cp.worse else 'better'}, commit {cp.commits}): only its runs are used")
         runs[key] = series[start:][-window:]
     # Cross-method consistency on the values the proposal would write.
     values: dict[tuple, dict[str, float]] = {}
@@ -290,13 +294,12 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
         recent = series[-config.last_runs:]
         value = _round_value(statistics.median(r.median for r in recent))
         tolerance = _tolerance(series, config, metric)
-        found = blockers.get(key, []) + ([f"newer toolchain {later} has accepted runs: a baselines file is one "
-                                          f"generation; propose with --toolchain {later.split()[0]}"] if later else [])
+        found = blockers.get(key, []) + ([f"newer toolchain {later}: a baselines file is one generation; "
+                                          f"propose with --toolchain {later.split()[0]}"] if later else [])
         old_dict = {"value": old.value, "tolerance": old.tolerance, "provenance": old.provenance} if old else None
         ev = Evidence(series=key.name(), partition=key.partition, method=key.method, label=key.label(), metric=metric,
                       unit=unit, old=old_dict, proposed=None, runs=0, toolchain=toolchain,
-                      anomalies=list(found) + ([confirmed[key]] if key in confirmed else []),
-                      newer_toolchain=later)
+                      anomalies=list(found), newer_toolchain=later, level_since=confirmed.get(key, ""))
         if found and not accept_anomalies:
             ev.held_back = "; ".join(found)
             evidence.append(ev)
@@ -329,12 +332,13 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
         per_series = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
         floors = sorted({config.min_effect[e.metric] for e in evidence if e.proposed})
         floor = f"{floors[0]:.0%}" if len(floors) == 1 else f"{floors[0]:.0%} to {floors[-1]:.0%} by metric"
+        at_most = f" (at most {config.last_runs})" if counts[0] < config.last_runs else ""
+        description = (f"median of the last {per_series} accepted {toolchain} run(s) per series{at_most} in the "
+                       f"history{' ' + source if source else ''}; tolerance = max({config.z:g} x robust run-to-run "
+                       f"noise, {floor}), proposed by mpiregress baseline propose"
+                       f"{' with --accept-anomalies' if accept_anomalies else ''}")
         record = CommentedMap([
-            ("description", _folded(f"median of the last {per_series} accepted {toolchain} run(s) per series (at most "
-                            f"{config.last_runs}) in the history{' ' + source if source else ''}; tolerance = "
-                            f"max({config.z:g} x robust run-to-run noise, {floor}), proposed by mpiregress "
-                            f"baseline propose"
-                            f"{' with --accept-anomalies' if accept_anomalies else ''}")),
+            ("description", _folded(description)),
             ("runs", len(used)),
             ("collected", date.fromisoformat(times[-1][:10])),
             ("first", date.fromisoformat(times[0][:10])),
