@@ -13,7 +13,7 @@ from ..coll import analysis
 from ..gate import format_value
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey
-from . import ReportData, figures, links
+from . import ReportData, figures, links, sweep_marks, this_week
 from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
 
@@ -51,11 +51,12 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     current = {v.key: v.value for v in data.verdicts if v.value is not None}
     times = sorted(r.time for r in data.results if r.time)
     now = figures.parse_time(times[-1]) if times else None
+    moved = sweep_marks.moved(data.verdicts, data.changes, data.trends)
     for system, partition in data.systems():
         if any((r.system, r.partition) == (system, partition) for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
         for metric in METRICS:
-            sweep = figures.sweeps(data.results, system, partition, metric)
+            sweep = figures.sweeps(data.results, system, partition, metric, moved)
             if sweep:
                 sweep_figures.append(Figure(f"{system}/{partition} {metric}", sweep))
             series = {k: runs for k, runs in data.trends.items() if _trend_worthy(k, data, system, partition, metric)}
@@ -73,6 +74,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     return env.from_string(TEMPLATE).render(
         data=data, changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        this_week=this_week.sentences(data),
         noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,
