@@ -41,6 +41,9 @@ TEMPLATE = r"""<!DOCTYPE html>
 </div>
 {% for note in data.notes %}<div class="note">{{ note }}</div>{% endfor %}
 
+<h2>What changed this week</h2>
+<ul>{% for line in this_week %}<li>{{ line }}</li>{% endfor %}</ul>
+
 <h2>Needs a look</h2>
 {% set attention = data.verdicts|rejectattr("verdict", "in", ["pass", "skip"])|list %}
 {% if attention %}
