@@ -14,12 +14,13 @@ from . import systems as _systems
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
 # One per systems/<name>.yaml: adding a cluster is adding its data file.
-# Families of checks, selected by tag: pt2pt; coll (the merge-request subset of the collectives);
+# Families of checks, selected by tag: pt2pt; pt2pt-sweep (osu_latency and osu_bw over 1 B - 4 MiB,
+# weekly: checks/osu_pt2pt_sweep.py); coll (the merge-request subset of the collectives);
 # coll-sweep (the weekly full sweep of every coll/tuned algorithm); noise (FWQ placement
 # experiments, weekly: checks/fwq.py); links (the all-pairs link matrix, checks/linktest.py: never a
 # default, a whole partition is asked for with --families links); ab (a toolchain MR's point-to-point
 # series, the target branch's build A and the MR's build B interleaved in one job: `run --ab-against`).
-FAMILIES: tuple[str, ...] = ("pt2pt", "coll", "coll-sweep", "noise", "links", "ab")
+FAMILIES: tuple[str, ...] = ("pt2pt", "pt2pt-sweep", "coll", "coll-sweep", "noise", "links", "ab")
 SYSTEMS: tuple[str, ...] = _systems.names()
 
 

@@ -1,38 +1,96 @@
-"""Baseline proposals from the history: new values and tolerances, as a reviewable diff.
+"""Baseline proposals from the history: new values and tolerances, as a diff ``git apply`` accepts.
 
-For every accepted series of a system (of the baselines file's toolchain):
+For every accepted series of a system, of the baselines file's toolchain generation only:
 * value = median of the last N run medians (the gate's own centre);
 * tolerance = max(z x run-to-run noise x sqrt(1 + pi/2N), minimum), rounded *up* to
-  the percent, capped at 50 %: the band the gate would use, so the baselines file and
-  the gate agree on what "too slow" is when the history is short.
+  the percent, capped at 50 %: the band the gate would use.
 
-Every proposed reference points at a provenance record that names the runs, their
-dates, pipelines and commits. Series with too few runs keep their current reference.
-Nothing is written unless the caller asks: the default product is a unified diff
-against baselines/<system>.yaml, and the proposal always round-trips through
-:func:`mpiregress.baselines.parse` before it is shown.
+A proposal must be safe to accept, so a series is *held back* (keeps its reference, and
+the proposal says why) when
+* cross-method consistency flags it: its build is behind the best build of the same
+  placement by more than the noise allows (the seed study's EESSI same-NUMA bandwidth);
+  baking that into a baseline would make the anomaly the reference;
+* the change-point scan (mpiregress.changepoint, the partition's series pooled) finds a
+  change point that is not yet confirmed: fewer than N runs at the new level. A
+  confirmed one splits the history: only the runs of the new level are used, never a
+  mix of two levels;
+* a newer toolchain generation has accepted runs of the series: a baselines file is one
+  generation, and the old generation's values would judge nothing;
+unless the caller passes ``accept_anomalies`` (then the evidence still names the anomaly).
+
+The file is edited with a round-trip YAML library (ruamel.yaml): comments, key order,
+quoting and flow style of baselines/*.yaml stay as they were; only the values that
+change are rewritten. The diff names repository-relative paths (``a/baselines/x.yaml``)
+so ``git apply`` takes it, and every changed or held-back series has its evidence as
+data (:class:`Evidence`) for a merge request or an issue.
 """
 from __future__ import annotations
 
 import difflib
+import io
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
+import yaml as pyyaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, FoldedScalarString
 
 from . import baselines as baselines_mod
+from . import changepoint
 from .baselines import SCHEMA, Baselines
 from .errors import InputError
 from .history import History, RunPoint
 from .names import METRICS
+from .names import format_value as fv
 from .series import SeriesKey
-from .verdict.history_gate import GateConfig, relative_noise
+from .verdict import cross_method as consistency
+from .verdict.history_gate import GateConfig, relative_noise, series_noise
 
 MAX_TOLERANCE = 0.5
+
+
+@dataclass
+class Evidence:
+    """What a proposal did with one series, and from what: the data a reviewer (or a merge request) needs."""
+
+    series: str                          # SeriesKey.name()
+    partition: str
+    method: str
+    label: str                           # the placement, or the benchmark and its parameters
+    metric: str
+    unit: str
+    old: Optional[dict[str, Any]]        # {value, tolerance, provenance} of the current file, or None
+    proposed: Optional[dict[str, Any]]   # {value, tolerance}, or None when held back
+    runs: int                            # runs the proposed value was computed from (0 when held back)
+    first_run: str = ""
+    last_run: str = ""
+    toolchain: str = ""
+    held_back: str = ""                  # why it was not proposed ("" when proposed)
+    anomalies: list[str] = field(default_factory=list)   # what was found, whether it held the series back or not
+    newer_toolchain: str = ""            # a newer generation with accepted runs of the series, if any
+    level_since: str = ""                # a confirmed change point: only the runs of the new level are used
+
+    def line(self) -> str:
+        """One line for people: ``series: old -> new`` or ``series: held back: why``."""
+        was = f"{fv(self.old['value'])} ±{self.old['tolerance']:.0%}" if self.old else "none"
+        if self.held_back:
+            return f"{self.series}: held back ({was} kept): {self.held_back}"
+        assert self.proposed is not None
+        text = (f"{self.series}: {was} -> {fv(self.proposed['value'])} {self.unit} ±{self.proposed['tolerance']:.0%} "
+                f"(median of {self.runs} {self.toolchain} run(s), {self.first_run} .. {self.last_run})")
+        if self.level_since:
+            text += f"; {self.level_since}"
+        if self.anomalies:
+            text += "; accepted anyway: " + "; ".join(self.anomalies)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -41,14 +99,25 @@ class Proposal:
 
     system: str
     path: Path                      # the current baselines file (may not exist)
+    relpath: str                    # its path relative to the repository root, as the diff names it
     text: str                       # the proposed file
-    diff: str                       # unified diff current -> proposed ("" when identical)
-    changed: list[str] = field(default_factory=list)   # one line per new or changed reference
-    kept: list[str] = field(default_factory=list)      # series left as they are, and why
+    diff: str                       # unified diff current -> proposed ("" when identical), git-apply-able
+    evidence: list[Evidence] = field(default_factory=list)   # every series proposed or held back
+    kept: list[str] = field(default_factory=list)      # series left as they are for lack of runs, and why
+    notes: list[str] = field(default_factory=list)     # sentences about the whole proposal (e.g. newer toolchain)
+
+    @property
+    def changed(self) -> list[str]:
+        return [e.line() for e in self.evidence if not e.held_back]
+
+    @property
+    def held_back(self) -> list[str]:
+        return [e.line() for e in self.evidence if e.held_back]
 
 
-def _round_value(value: float) -> float:
-    return float(f"{value:.4g}")
+def _round_value(value: float) -> float | int:
+    rounded = float(f"{value:.4g}")
+    return int(rounded) if rounded.is_integer() else rounded
 
 
 def _tolerance(runs: list[RunPoint], config: GateConfig, metric: str) -> float:
@@ -59,206 +128,276 @@ def _tolerance(runs: list[RunPoint], config: GateConfig, metric: str) -> float:
     return min(math.ceil(band * 100 - 1e-9) / 100, MAX_TOLERANCE)
 
 
-def _scalar(value: Any) -> str:
-    """One YAML scalar as the baselines files write it (integral floats as integers)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return text[:-4].strip() if text.endswith("\n...") else text
+def _yaml() -> YAML:
+    yaml = YAML()            # round-trip mode: comments, order, quotes and flow style survive
+    yaml.preserve_quotes = True
+    yaml.width = 4096        # never re-wrap a long flow line (series entries); descriptions fold themselves
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
 
 
-def _flow(mapping: dict) -> str:
-    items = (f"{k}: {_list(v) if isinstance(v, list) else _flow(v) if isinstance(v, dict) else _scalar(v)}"
-             for k, v in mapping.items())
-    return "{" + ", ".join(items) + "}"
-
-
-def _list(values: list) -> str:
-    return "[" + ", ".join(_scalar(v) for v in values) + "]"
-
-
-def _folded(text: str, indent: str, width: int = 100) -> list[str]:
-    """A long description as a folded block scalar, the way the hand-written files keep it readable."""
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(indent) + len(line) + 1 + len(word) > width:
-            lines.append(indent + line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return lines + [indent + line]
-
-
-@dataclass
-class Layout:
-    """What a hand-written file carries besides data: its header, provenance text, comments."""
-
-    header: str = ""
-    provenance: dict[str, list[str]] = field(default_factory=dict)   # record name -> its original lines
-    comments: dict[tuple, str] = field(default_factory=dict)         # key path -> trailing "  # ..." comment
-
-
-def layout_of(text: str) -> Layout:
-    """Read the layout of a baselines file written in the documented shape (2-space indents)."""
-    layout = Layout()
-    lines = text.splitlines()
-    header = []
-    for line in lines:
-        if not line.startswith("#"):
-            break
-        header.append(line)
-    layout.header = "\n".join(header)
-    section, record = None, None
-    path: list[str] = []
-    for line in lines[len(header):]:
-        stripped = line.lstrip(" ")
-        if not stripped or stripped.startswith("#"):
-            continue
-        depth = (len(line) - len(stripped)) // 2
-        key, _, rest = stripped.partition(":")
-        if depth == 0:
-            section, record = key, None
-            continue
-        if section == "provenance":
-            if depth == 1:
-                record = key
-                layout.provenance[record] = []
-            if record is not None:
-                layout.provenance[record].append(line)
-        elif section == "references":
-            path = path[:depth - 1] + [key]
-            if "  #" in rest:
-                layout.comments[tuple(path)] = "  #" + rest.split("  #", 1)[1]
-    return layout
-
-
-def emit(data: dict, layout: Optional[Layout] = None, changed: frozenset = frozenset()) -> str:
-    """The baselines layout of mpiregress/baselines.py: block structure, one flow mapping per reference.
-
-    Written by hand rather than by yaml.safe_dump so a proposal diffs line by line
-    against the hand-written file: its header, the text of provenance records it
-    keeps and the comments on entries the proposal does not change stay as they were.
-    ``changed`` holds the (partition, method, placement, metric) keys the proposal sets.
-    """
-    layout = layout or Layout()
-    out = [layout.header] if layout.header else []
-    out += [f"schema: {data['schema']}", f"system: {data['system']}", f'toolchain: "{data["toolchain"]}"',
-            "provenance:" + (" {}" if not data["provenance"] else "")]
-    for name, record in data["provenance"].items():
-        if name in layout.provenance:
-            out += layout.provenance[name]
-            continue
-        out.append(f"  {name}:")
-        for key, value in record.items():
-            if key == "description" and len(str(value)) > 70:
-                out += [f"    {key}: >-", *_folded(str(value), "      ")]
-            elif isinstance(value, list):
-                out.append(f"    {key}: {_list(value)}")
-            else:
-                out.append(f"    {key}: {_scalar(value)}")
-    out.append("references:" + (" {}" if not data["references"] else ""))
-    notes = layout.comments
-    for partition, methods in data["references"].items():
-        out.append(f"  {partition}:{notes.get((partition,), '')}")
-        for method, placements in methods.items():
-            out.append(f"    {method}:{notes.get((partition, method), '')}")
-            for placement, metrics in placements.items():
-                # A comment on a placement describes its values: it goes when they change.
-                touched = any((partition, method, placement, m) in changed for m in metrics)
-                note = "" if touched else notes.get((partition, method, placement), "")
-                out.append(f"      {placement}:{note}")
-                for metric, entry in metrics.items():
-                    key = (partition, method, placement, metric)
-                    note = "" if key in changed else notes.get(key, "")
-                    out.append(f"        {metric}: {_flow(entry)}{note}")
-    if data.get("series"):
-        out.append("series:")
-        out += [f"  - {_flow(entry)}" for entry in data["series"]]
-    return "\n".join(out) + "\n"
-
-
-
-
-def _current_text(path: Path) -> str:
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the root of the git work tree holding it (a ``.git`` file or folder),
+    else relative to the current directory when inside it, else ``baselines/<name>``."""
+    path = Path(path).absolute()
+    for parent in path.parents:
+        if (parent / ".git").exists():
+            return path.relative_to(parent).as_posix()
     try:
-        return path.read_text()
-    except FileNotFoundError:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return f"baselines/{path.name}"
+
+
+def git_diff(before: str, after: str, relpath: str) -> str:
+    """A unified diff of ``before`` -> ``after`` that ``git apply`` (and ``patch -p1``) accept."""
+    if before == after:
         return ""
+    old_lines, new_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    body = list(difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{relpath}" if before else "/dev/null",
+                                     tofile=f"b/{relpath}", n=3))
+    # difflib leaves a last line without its newline glued to the next one: git needs the marker.
+    lines = []
+    for line in body:
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        lines.append(line)
+    header = f"diff --git a/{relpath} b/{relpath}\n" + ("new file mode 100644\n" if not before else "")
+    return header + "".join(lines)
+
+
+def _entry(value: Any, tolerance: float, unit: str, provenance: str) -> CommentedMap:
+    entry = CommentedMap([("value", value), ("tolerance", tolerance), ("unit", unit), ("provenance", provenance)])
+    entry.fa.set_flow_style()
+    return entry
+
+
+def _flow_list(values: list) -> CommentedSeq:
+    seq = CommentedSeq(values)
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _folded(text: str, width: int = 86) -> FoldedScalarString:
+    """``text`` as a folded block scalar (``>-``), lines of about ``width``: how the hand-written files keep
+    a long description readable (and no line ends in a space, which git would flag)."""
+    folded = FoldedScalarString(text)
+    positions, start, last = [], 0, None
+    for i, char in enumerate(text):
+        if char == " ":
+            if i - start > width and last is not None:
+                positions.append(last)
+                start = last + 1
+            last = i
+    folded.fold_pos = positions
+    return folded
+
+
+def _anomalies(history: History, system: str, toolchain: str, config: GateConfig
+               ) -> tuple[dict[SeriesKey, list[RunPoint]], dict[SeriesKey, list[str]], dict[SeriesKey, str]]:
+    """Per series of ``system``: the runs to propose from, what holds it back, and what was found anyway.
+
+    Returns (runs, blockers, confirmed) where ``runs`` are the accepted runs of ``toolchain`` (of
+    the current level only, after a confirmed change point), ``blockers`` the sentences that hold
+    a series back, and ``confirmed`` the sentence of a confirmed change point whose new level is used.
+    """
+    keys = [k for k in history.series_keys() if k.system == system]
+    window = max(config.last_runs, config.noise_runs)
+    full = {key: history.series_runs(key, toolchain=toolchain) for key in keys}
+    changes = changepoint.scan_runs(full)
+    runs: dict[SeriesKey, list[RunPoint]] = {}
+    blockers: dict[SeriesKey, list[str]] = {}
+    confirmed: dict[SeriesKey, str] = {}
+    for key, series in full.items():
+        start = 0
+        for cp in changes.get(key, []):
+            after = len(series) - cp.index
+            if after < config.last_runs:
+                blockers.setdefault(key, []).append(
+                    f"unconfirmed change point: {abs(cp.change):.1%} {'worse' if cp.worse else 'better'} from run "
+                    f"{cp.run_after.run_id} (commit {cp.commits}), only {after} run(s) at the new level "
+                    f"(a proposal needs {config.last_runs})")
+            else:
+                start = cp.index
+                confirmed[key] = (f"new level since run {cp.run_after.run_id} ({abs(cp.change):.1%} "
+                                  f"{'worse' if cp.worse else 'better'}, commit {cp.commits}): only its runs are used")
+        runs[key] = series[start:][-window:]
+    # Cross-method consistency on the values the proposal would write.
+    values: dict[tuple, dict[str, float]] = {}
+    noise: dict[SeriesKey, float] = {}
+    for key, series in runs.items():
+        if len(series) >= config.min_runs:
+            values.setdefault(key.without(), {})[key.method] = statistics.median(
+                r.median for r in series[-config.last_runs:])
+            measured = series_noise(series)
+            if measured is not None:
+                noise[key] = measured
+    for finding in consistency.check(values, noise):
+        key = SeriesKey(finding.system, finding.partition, finding.method, finding.benchmark, finding.parameters,
+                        finding.metric)
+        blockers.setdefault(key, []).append(f"cross-method: {finding.sentence()}")
+    return runs, blockers, confirmed
+
+
+def _newer_toolchain(history: History, key: SeriesKey, toolchain: str) -> str:
+    """The newest toolchain generation of ``key``'s accepted history when it is not ``toolchain``, with its
+    run count, e.g. ``2024a (9 run(s) since 2025-11-03)``; else ''."""
+    generations = history.toolchains(key)
+    if not generations or generations[-1] == toolchain:
+        return ""
+    return _generation_text(history, key, generations[-1])
+
+
+def _generation_text(history: History, key: SeriesKey, generation: str) -> str:
+    runs = history.series_runs(key, toolchain=generation)
+    since = runs[0].time[:10] if runs else "?"
+    return f"{generation} ({len(runs)} run(s) since {since})"
 
 
 def propose(history: History, system: str, current: Optional[Baselines], path: Path, toolchain: Optional[str] = None,
-            config: GateConfig = GateConfig(), today: Optional[date] = None, source: str = "") -> Proposal:
+            config: GateConfig = GateConfig(), today: Optional[date] = None, source: str = "",
+            accept_anomalies: bool = False, relpath: Optional[str] = None) -> Proposal:
     """Propose baselines for ``system`` from ``history``; ``current`` is the file at ``path`` (or None)."""
     toolchain = toolchain or (current.toolchain if current else None)
     if not toolchain:
         raise InputError(f"no baselines file at {path} says which toolchain {system} uses: pass --toolchain")
+    relpath = relpath or repo_relative(path)
     today = today or date.today()
     name = f"history-{today.isoformat()}"
-    provenance: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (current.provenance if current else {}).items()}
-    references: dict[str, Any] = {}
-    series: dict[SeriesKey, dict[str, Any]] = {}
+    yaml = _yaml()
+    before = path.read_text() if path.exists() else ""
+    if before.strip():
+        data = yaml.load(before)
+    else:
+        data = CommentedMap([("schema", SCHEMA), ("system", system), ("toolchain", DoubleQuotedScalarString(toolchain)),
+                             ("provenance", CommentedMap()), ("references", CommentedMap())])
+        data.yaml_set_start_comment(f"Baselines for {system}: reference values as data "
+                                    f"(see mpiregress/baselines.py for the format).")
+    switching = current is not None and current.toolchain != toolchain
 
-    def put(key: SeriesKey, entry: dict[str, Any]) -> None:
-        placement = key.pt2pt_placement()
-        if placement is not None:
-            references.setdefault(key.partition, {}).setdefault(key.method, {}).setdefault(
-                placement, {})[key.metric] = entry
-        else:
-            series[key] = {"partition": key.partition, "method": key.method, "benchmark": key.benchmark,
-                           "parameters": dict(key.parameters), "metric": key.metric, **entry}
-
-    if current:
-        for key in current.keys():
-            ref = current.lookup(key)
-            assert ref is not None
-            put(key, {"value": ref.value, "tolerance": ref.tolerance, "unit": ref.unit, "provenance": ref.provenance})
-    used: list[RunPoint] = []
-    changed, kept = [], []
-    set_keys: set[tuple] = set()
-    keys = [k for k in history.series_keys() if k.system == system]
-    for key in keys:
-        metric = key.metric
-        runs = history.series_runs(key, toolchain=toolchain, last=max(config.last_runs, config.noise_runs))
-        if len(runs) < config.min_runs:
-            kept.append(f"{key.name()}: {len(runs)} accepted {toolchain} run(s), fewer than {config.min_runs}")
-            continue
-        value = _round_value(statistics.median(r.median for r in runs[-config.last_runs:]))
-        tolerance = _tolerance(runs, config, metric)
+    runs, blockers, confirmed = _anomalies(history, system, toolchain, config)
+    evidence: list[Evidence] = []
+    kept: list[str] = []
+    notes: list[str] = []
+    used: dict[str, RunPoint] = {}
+    newer: dict[str, int] = {}
+    proposed_keys: set[SeriesKey] = set()
+    for key in sorted(runs):
+        series = runs[key]
+        metric, unit = key.metric, METRICS[key.metric].unit
         old = current.lookup(key) if current else None
+        later = _newer_toolchain(history, key, toolchain)
+        if later:
+            newer[later.split()[0]] = newer.get(later.split()[0], 0) + 1
+        if len(series) < config.min_runs:
+            kept.append(f"{key.name()}: {len(series)} accepted {toolchain} run(s), fewer than {config.min_runs}")
+            continue
+        recent = series[-config.last_runs:]
+        value = _round_value(statistics.median(r.median for r in recent))
+        tolerance = _tolerance(series, config, metric)
+        found = blockers.get(key, []) + ([f"newer toolchain {later}: a baselines file is one generation; "
+                                          f"propose with --toolchain {later.split()[0]}"] if later else [])
+        old_dict = {"value": old.value, "tolerance": old.tolerance, "provenance": old.provenance} if old else None
+        ev = Evidence(series=key.name(), partition=key.partition, method=key.method, label=key.label(), metric=metric,
+                      unit=unit, old=old_dict, proposed=None, runs=0, toolchain=toolchain,
+                      anomalies=list(found), newer_toolchain=later, level_since=confirmed.get(key, ""))
+        if found and not accept_anomalies:
+            ev.held_back = "; ".join(found)
+            evidence.append(ev)
+            continue
         if old and old.value == value and old.tolerance == tolerance:
             continue
-        used.extend(runs[-config.last_runs:])
-        set_keys.add((key.partition, key.method, key.placement, metric))
-        put(key, {"value": value, "tolerance": tolerance, "unit": METRICS[metric].unit, "provenance": name})
-        was = f"{old.value:.4g} ±{old.tolerance:.0%}" if old else "none"
-        changed.append(f"{key.name()}: {was} -> {value:.4g} {METRICS[metric].unit} ±{tolerance:.0%}")
+        ev.proposed = {"value": value, "tolerance": tolerance}
+        ev.runs, ev.first_run, ev.last_run = len(recent), recent[0].run_id, recent[-1].run_id
+        evidence.append(ev)
+        used.update({r.run_id: r for r in recent})
+        proposed_keys.add(key)
+        _set(data, key, _entry(value, tolerance, unit, name))
+
+    if switching:
+        assert current is not None
+        left = [k.name() for k in current.keys() if k not in proposed_keys]
+        if left:
+            raise InputError(
+                f"{path} is toolchain {current.toolchain}; a proposal for {toolchain} would leave {len(left)} "
+                f"reference(s) of {current.toolchain} in a {toolchain} file (e.g. {left[0]}): generations are not "
+                f"mixed; wait until every series has {config.min_runs} accepted {toolchain} runs, or start a new "
+                f"file for {toolchain}")
+        data["toolchain"] = toolchain
+    for generation, count in sorted(newer.items()):
+        notes.append(f"toolchain {generation} has accepted runs of {count} series of {system} newer than this "
+                     f"file's {toolchain}: propose for it with --toolchain {generation}")
     if used:
-        distinct = {r.run_id: r for r in used}
-        times = sorted(r.time for r in distinct.values())
-        provenance[name] = {
-            "description": (f"median of the last {config.last_runs} accepted runs per series in the history"
-                            f"{' ' + source if source else ''}; tolerance = max({config.z:g} x robust run-to-run "
-                            f"noise, {min(config.min_effect.values()):.0%}), proposed by mpiregress baseline propose"),
-            "runs": len(distinct),
-            "collected": times[-1][:10],
-            "first": times[0][:10],
-            "pipelines": sorted({p for r in distinct.values() for p in r.pipeline.split(",") if p}),
-            "commits": sorted({c for r in distinct.values() for c in r.commit.split(",") if c}),
-        }
-    # Provenance records nothing points at any more would fail review, not parse: drop them.
-    pointed = {e["provenance"] for methods in references.values() for placements in methods.values()
-               for metrics in placements.values() for e in metrics.values()}
-    pointed |= {e["provenance"] for e in series.values()}
-    provenance = {k: v for k, v in provenance.items() if k in pointed}
-    data = {"schema": SCHEMA, "system": system, "toolchain": toolchain, "provenance": provenance,
-            "references": references, "series": [series[k] for k in sorted(series)]}
-    before = _current_text(path)
-    layout = layout_of(before)
-    layout.header = layout.header or (f"# Baselines for {system}: reference values as data "
-                                      f"(see mpiregress/baselines.py for the format).")
-    text = emit(data, layout, frozenset(set_keys))
-    baselines_mod.parse(yaml.safe_load(text), path)   # a proposal that would not load is a bug, not a file
-    diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), text.splitlines(keepends=True),
-                                        fromfile=str(path) if before else "/dev/null",
-                                        tofile=f"{path} (proposed)"))
-    return Proposal(system, path, text, diff, changed, kept)
+        counts = sorted({e.runs for e in evidence if e.proposed})
+        times = sorted(r.time for r in used.values())
+        per_series = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        floors = sorted({config.min_effect[e.metric] for e in evidence if e.proposed})
+        floor = f"{floors[0]:.0%}" if len(floors) == 1 else f"{floors[0]:.0%} to {floors[-1]:.0%} by metric"
+        at_most = f" (at most {config.last_runs})" if counts[0] < config.last_runs else ""
+        description = (f"median of the last {per_series} accepted {toolchain} run(s) per series{at_most} in the "
+                       f"history{' ' + source if source else ''}; tolerance = max({config.z:g} x robust run-to-run "
+                       f"noise, {floor}), proposed by mpiregress baseline propose"
+                       f"{' with --accept-anomalies' if accept_anomalies else ''}")
+        record = CommentedMap([
+            ("description", _folded(description)),
+            ("runs", len(used)),
+            ("collected", date.fromisoformat(times[-1][:10])),
+            ("first", date.fromisoformat(times[0][:10])),
+            ("toolchain", DoubleQuotedScalarString(toolchain)),
+            ("pipelines", _flow_list(sorted({p for r in used.values() for p in r.pipeline.split(",") if p}))),
+            ("commits", _flow_list(sorted({c for r in used.values() for c in r.commit.split(",") if c}))),
+        ])
+        data["provenance"][name] = record
+    _drop_unreferenced(data)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    text = out.getvalue()
+    baselines_mod.parse(pyyaml.safe_load(text), path)   # a proposal that would not load is a bug, not a file
+    return Proposal(system, path, relpath, text, git_diff(before, text, relpath), evidence, kept, notes)
+
+
+def _set(data: CommentedMap, key: SeriesKey, entry: CommentedMap) -> None:
+    """Put ``entry`` as the reference of ``key``, in place (an existing entry keeps its position)."""
+    placement = key.pt2pt_placement()
+    if placement is not None:
+        refs = data.setdefault("references", CommentedMap())
+        node = refs
+        for part in (key.partition, key.method, placement):
+            if part not in node or node[part] is None:
+                node[part] = CommentedMap()
+            node = node[part]
+        if key.metric in node and isinstance(node[key.metric], dict):
+            for field_name in ("value", "tolerance", "unit", "provenance"):
+                node[key.metric][field_name] = entry[field_name]
+        else:
+            node[key.metric] = entry
+        return
+    series = data.setdefault("series", CommentedSeq())
+    for item in series:
+        if (item.get("partition"), item.get("method"), item.get("benchmark"), item.get("metric")) == (
+                key.partition, key.method, key.benchmark, key.metric) and \
+                tuple(dict(item.get("parameters", {})).items()) == tuple(key.parameters):
+            for field_name in ("value", "tolerance", "unit", "provenance"):
+                item[field_name] = entry[field_name]
+            return
+    params = CommentedMap(key.parameters)
+    params.fa.set_flow_style()
+    item = CommentedMap([("partition", key.partition), ("method", key.method), ("benchmark", key.benchmark),
+                         ("parameters", params), ("metric", key.metric), *entry.items()])
+    item.fa.set_flow_style()
+    series.append(item)
+
+
+def _drop_unreferenced(data: CommentedMap) -> None:
+    """Provenance records nothing points at any more would fail review, not parse: drop them."""
+    pointed = set()
+    for methods in (data.get("references") or {}).values():
+        for placements in (methods or {}).values():
+            for metrics in (placements or {}).values():
+                for entry in (metrics or {}).values():
+                    pointed.add(entry.get("provenance"))
+    pointed |= {item.get("provenance") for item in data.get("series") or []}
+    provenance = data.get("provenance")
+    if provenance:
+        for record in [k for k in provenance if k not in pointed]:
+            del provenance[record]

@@ -305,7 +305,7 @@ def _binaries_needed(build: manifest.Manifest, opts: RunOptions) -> list[Path]:
     from .coll.algorithms import COLLECTIVES
 
     needed = []
-    if "pt2pt" in opts.families or "ab" in opts.families:
+    if any(f in opts.families for f in ("pt2pt", "pt2pt-sweep", "ab")):
         needed += [build.binary(PT2PT[m].benchmark) for m in (opts.metrics or list(PT2PT)) if m in PT2PT]
     if any(f in COLL_SUBSETS for f in opts.families):
         needed += [build.binary(f"osu_{c}", kind="collective") for c in (opts.collectives or COLLECTIVES)]

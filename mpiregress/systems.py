@@ -70,6 +70,12 @@ class System:
         return [str(f) for f in self.data.get("families") or ("pt2pt", "coll")]
 
     @property
+    def weekly_sweeps(self) -> list[str]:
+        """The sweep families the weekly schedule measures on each partition, one job each
+        (``weekly_sweeps``; default: the collective and the point-to-point size sweeps)."""
+        return [str(f) for f in self.data.get("weekly_sweeps") or ("coll-sweep", "pt2pt-sweep")]
+
+    @property
     def executor(self) -> str:
         return str((self.data.get("runner") or {}).get("executor", ""))
 
@@ -143,10 +149,11 @@ def load_file(path: Path) -> System:
         raise _fail(path, "runner.executor", f"must be one of {', '.join(EXECUTORS)}, found {executor!r}")
     from .names import FAMILIES
 
-    unknown = [f for f in data.get("families") or () if f not in FAMILIES]
-    if unknown:
-        raise _fail(path, "families",
-                    f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
+    for key in ("families", "weekly_sweeps"):
+        unknown = [f for f in data.get(key) or () if f not in FAMILIES]
+        if unknown:
+            raise _fail(path, key,
+                        f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
     from .noise.verdict import floor_from
 
     try:

@@ -54,8 +54,9 @@ CLUSTER_HISTORY = {"history:iris", "history:aion"}
 LOCAL_AB = {"ab:local:batch"}
 CLUSTER_AB = {"ab:iris:broadwell", "ab:iris:skylake", "ab:aion:batch"}
 CLUSTER_PARTITIONS = ("iris:broadwell", "iris:skylake", "aion:batch")
-# The weekly schedule's own jobs on the clusters: collective sweep, link matrix, OS noise per partition.
-CLUSTER_WEEKLY = {f"{job}:{p}" for job in ("sweep", "links", "noise") for p in CLUSTER_PARTITIONS}
+# The weekly schedule's own jobs on the clusters: collective and point-to-point sweeps, link matrix, OS noise
+# per partition.
+CLUSTER_WEEKLY = {f"{job}:{p}" for job in ("sweep", "pt2pt-sweep", "links", "noise") for p in CLUSTER_PARTITIONS}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -195,9 +196,9 @@ def test_cluster_jobs_are_gated_against_forks_and_unselected_systems(expanded):
     jobs = real_jobs(expanded)
     cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
     # 3 build matrices, 3 runs, and the verdict and history for each cluster; per partition the
-    # weekly sweep, link matrix and noise jobs, the after-maintenance node-list link test and the
-    # toolchain MRs' A/B job.
-    assert len(cluster) == 10 + 5 * 3, sorted(cluster)
+    # weekly collective and point-to-point sweeps, link matrix and noise jobs, the after-maintenance
+    # node-list link test and the toolchain MRs' A/B job.
+    assert len(cluster) == 10 + 6 * 3, sorted(cluster)
     for name, job in cluster.items():
         rules = job["rules"]
         system = job["variables"]["MPIREGRESS_SYSTEM"]

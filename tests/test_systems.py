@@ -52,6 +52,7 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d.update(noise_floor={"efficiency": 1.5}), "'noise_floor' efficiency must be a number in"),
     (lambda d: d.update(noise_floor={"max_detour_us": -3}), "'noise_floor' max_detour_us must be a positive"),
     (lambda d: d.update(noise_floor={"detour": 500}), "'noise_floor' must be a mapping with 'efficiency'"),
+    (lambda d: d.update(weekly_sweeps=["pt2pt-swep"]), "'weekly_sweeps' unknown famil(ies) pt2pt-swep"),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
@@ -135,6 +136,6 @@ def test_a_demo_cluster_needs_no_python_change(gitlab_ci_local, tmp_path: Path):
     demo = {name for name in jobs if "demo" in name}
     assert demo == {"lint:dry-run:demo", "run:demo:batch", "verdict:demo", "history:demo",
                     *(f"build:demo:batch: [{m}]" for m in ("source", "spack", "easybuild", "eessi")),
-                    # the weekly schedule's own jobs: collective sweep, link matrix, OS noise
-                    "sweep:demo:batch", "links:demo:batch", "noise:demo:batch"}
+                    # the weekly schedule's own jobs: collective and point-to-point sweeps, link matrix, noise
+                    "sweep:demo:batch", "pt2pt-sweep:demo:batch", "links:demo:batch", "noise:demo:batch"}
     assert jobs - demo == LINT   # the off-cluster lint jobs every pipeline has; no other system's jobs

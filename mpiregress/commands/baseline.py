@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -25,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="default: $MPIREGRESS_BASELINES_DIR or baselines/")
     pro.add_argument("--toolchain", help="toolchain of the proposal (default: the current file's)")
     pro.add_argument("--write", type=Path, metavar="PATH", help="also write the proposed file to PATH")
+    pro.add_argument("--accept-anomalies", action="store_true",
+                     help="propose values for series that cross-method consistency flags or whose level changed "
+                          "recently (held back by default); the evidence still names what was found")
+    pro.add_argument("--evidence", type=Path, metavar="PATH",
+                     help="write the evidence per series (proposed and held back) as JSON to PATH")
     pro.set_defaults(func=run_propose)
 
 
@@ -37,12 +43,26 @@ def run_propose(args: argparse.Namespace) -> int:
         raise InputError(f"history file {args.db or paths.history_db()} does not exist: nothing to propose from")
     with history:
         proposal = propose(history, args.system, current, path, toolchain=args.toolchain,
-                           source=str(history.path))
+                           source=str(history.path), accept_anomalies=args.accept_anomalies)
     for line in proposal.changed:
         print(f"proposed: {line}", file=sys.stderr)
+    for line in proposal.held_back:
+        print(f"held back: {line}", file=sys.stderr)
     for line in proposal.kept:
         print(f"kept: {line}", file=sys.stderr)
-    sys.stdout.write(proposal.diff or f"# no change proposed for {path}\n")
+    for line in proposal.notes:
+        print(f"note: {line}", file=sys.stderr)
+    if proposal.held_back and not args.accept_anomalies:
+        print(f"{len(proposal.held_back)} series held back; --accept-anomalies proposes them anyway",
+              file=sys.stderr)
+    sys.stdout.write(proposal.diff or f"# no change proposed for {proposal.relpath}\n")
+    if args.evidence:
+        args.evidence.parent.mkdir(parents=True, exist_ok=True)
+        args.evidence.write_text(json.dumps({
+            "system": proposal.system, "file": proposal.relpath, "accept_anomalies": args.accept_anomalies,
+            "notes": proposal.notes, "kept": proposal.kept,
+            "series": [e.to_dict() for e in proposal.evidence]}, indent=2) + "\n")
+        print(f"wrote the evidence of {len(proposal.evidence)} series to {args.evidence}", file=sys.stderr)
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
         args.write.write_text(proposal.text)

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", help="comma-separated metrics (default: latency,bandwidth)")
     p.add_argument("--placements", help="comma-separated placements (default: all four)")
     p.add_argument("--families", help=f"comma-separated families of checks, of {', '.join(FAMILIES)} (default: "
-                                       "the system's own, systems/<name>.yaml; coll-sweep is the weekly full sweep)")
+                                       "the system's own, systems/<name>.yaml; coll-sweep and pt2pt-sweep are "
+                                       "the weekly sweeps)")
     p.add_argument("--collectives", help="comma-separated collectives (default: every one of the sweep)")
     p.add_argument("--algorithms", help="comma-separated coll/tuned algorithm names, 'default' included "
                                          "(default: every one of the subset)")

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Mapping, Optional, Sequence
 
 from ..baselines import Baselines
-from ..changepoint import ChangePoint, series_changepoints
+from ..changepoint import ChangePoint, scan_runs
 from ..coll import algorithms
 from ..coll.algorithms import DEFAULT
 from ..coll.analysis import Analysis, analyse
@@ -113,9 +113,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
             runs = history.series_runs(key, last=TREND_RUNS, exclude_run=exclude_run)
             if runs:
                 trends[key] = runs
-                found = series_changepoints(key, runs) if with_trends else []
-                if found:
-                    changes[key] = found
+        # Pooled over each partition's series: a system change moves many at once.
+        changes = scan_runs(trends) if with_trends else {}
     else:
         notes.append("No history was given: verdicts fall back to the baselines files, and there are no trends.")
     measured = {key: series_noise(runs[-config.noise_runs:]) for key, runs in trends.items()}

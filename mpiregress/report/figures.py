@@ -207,16 +207,41 @@ def trends_figure(system: str, partition: str, metric: str, series: Mapping[Seri
     return fig
 
 
-def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) -> Optional[str]:
-    """Point-to-point value vs message size per method, one panel per placement; None when there is no sweep."""
+SweepPoints = dict[tuple[str, str], dict[int, list[float]]]     # (placement, method) -> size -> samples
+SweepMarks = dict[tuple[str, str], dict[int, str]]             # (placement, method) -> size -> worse|better
+
+
+def sweep_points(results: Sequence[Result], system: str, partition: str, metric: str,
+                 moved: Optional[Mapping[SeriesKey, str]] = None) -> tuple[SweepPoints, SweepMarks]:
+    """The samples a sweep figure draws and the sizes it rings (see :func:`sweeps`)."""
     spec = PT2PT.get(metric)
+    moved = moved or {}
+    # A size sweep (the pt2pt-sweep family: parameter "sweep") draws its own points only; without one the
+    # gated sizes of every result are drawn.
+    swept = any("sweep" in r.parameters for r in results if (r.system, r.partition, r.metric) == (system, partition,
+                                                                                                 metric))
     data: dict[tuple[str, str], dict[int, list[float]]] = {}
+    marks: dict[tuple[str, str], dict[int, str]] = {}
     for r in results:
         if (r.system, r.partition, r.metric) == (system, partition, metric) and r.status in ("pass", "fail") \
-                and spec and r.benchmark == spec.benchmark and r.size is not None:
+                and spec and r.benchmark == spec.benchmark and r.size is not None \
+                and ("sweep" in r.parameters or not swept):
             values = r.samples or ([r.value] if r.value is not None else [])
             if values:
                 data.setdefault((r.placement, r.method), {}).setdefault(r.size, []).extend(values)
+                if r.key() in moved:
+                    marks.setdefault((r.placement, r.method), {})[r.size] = moved[r.key()]
+    return data, marks
+
+
+def sweeps(results: Sequence[Result], system: str, partition: str, metric: str,
+           moved: Optional[Mapping[SeriesKey, str]] = None) -> Optional[str]:
+    """Point-to-point value vs message size per method, one panel per placement; None when there is no sweep.
+
+    ``moved`` (report.sweep_marks.moved) maps a series to "worse" or "better": its size is marked on the
+    curve (a red or green ring), so a shifted eager/rendezvous threshold shows where it happened."""
+    spec = PT2PT.get(metric)
+    data, marks = sweep_points(results, system, partition, metric, moved)
     if not spec or not any(len(sizes) > 1 for sizes in data.values()):
         return None
     placements = [p for p in PLACEMENTS if any(k[0] == p and len(sizes) > 1 for k, sizes in data.items())]
@@ -230,6 +255,10 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) 
             xs = sorted(sizes)
             ax.plot(xs, [statistics.median(sizes[x]) for x in xs], marker=".", color=METHOD_COLOURS[method],
                     label=method)
+            for size, how in sorted(marks.get((placement, method), {}).items()):
+                ax.plot([size], [statistics.median(sizes[size])], marker="o", markersize=9, linestyle="none",
+                        markerfacecolor="none", markeredgewidth=1.5,
+                        markeredgecolor=VERDICT_EDGE["regression"] if how == "worse" else "#2ca02c")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.axvline(spec.size, color="grey", linestyle=":", linewidth=1)
@@ -237,6 +266,7 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str) 
         ax.set_xlabel("message size (B)", fontsize=8)
         ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{system}/{partition}: {metric} vs message size (dotted: the gated size)", fontsize=11)
+    ringed = "rings: sizes that moved, red worse, green better" if marks else "no size moved"
+    fig.suptitle(f"{system}/{partition}: {metric} vs message size (dotted: the gated size; {ringed})", fontsize=11)
     fig.tight_layout()
     return _png(fig)

@@ -13,7 +13,7 @@ from ..coll import analysis
 from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
 from ..verdict import cross_method as consistency
-from . import ReportData, figures, links, verdict_text
+from . import ReportData, figures, links, sweep_marks, this_week, verdict_text
 from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
 
@@ -52,11 +52,12 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     limits = figures.gate_limits(data.verdicts)
     times = sorted(r.time for r in data.results if r.time)
     now = figures.parse_time(times[-1]) if times else None
+    moved = sweep_marks.moved(data.verdicts, data.changes, data.trends)
     for system, partition in data.systems():
         if any((r.system, r.partition) == (system, partition) for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
         for metric in METRICS:
-            sweep = figures.sweeps(data.results, system, partition, metric)
+            sweep = figures.sweeps(data.results, system, partition, metric, moved)
             if sweep:
                 sweep_figures.append(Figure(f"{system}/{partition} {metric}", sweep))
             series = {k: runs for k, runs in data.trends.items() if _trend_worthy(k, data, system, partition, metric)}
@@ -76,6 +77,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
         data=data, pv=data.pipeline_verdict, headline=verdict_text.headline(data.pipeline_verdict),
         changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        this_week=this_week.sentences(data),
         noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,

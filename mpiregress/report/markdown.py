@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..names import format_value as fv
-from . import ReportData, verdict_text
+from . import ReportData, this_week, verdict_text
 
 ICONS = {"regression": "❌", "error": "⛔", "noisy": "〰️", "improvement": "⬆️", "skip": "⏭️", "pass": "✅"}
 
@@ -42,6 +42,7 @@ def render(data: ReportData) -> str:
                      f"history: {data.history_runs} accepted runs.")
         lines.append("")
     lines.extend(f"> {note}" for note in data.notes)
+    lines += ["### What changed this week", "", *(f"- {s}" for s in this_week.sentences(data)), ""]
     attention = [v for v in data.verdicts if v.verdict not in ("pass", "skip")]
     if attention:
         lines += ["### History gate: series that did not pass", "", HEADER, *(_row(v) for v in attention), ""]

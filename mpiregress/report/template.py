@@ -40,6 +40,9 @@ TEMPLATE = r"""<!DOCTYPE html>
 </div>
 {% for note in data.notes %}<div class="note">{{ note }}</div>{% endfor %}
 
+<h2>What changed this week</h2>
+<ul>{% for line in this_week %}<li>{{ line }}</li>{% endfor %}</ul>
+
 <h2>Verdict</h2>
 {% for state, title in [("regression", "Regressions (gating)"), ("error", "Errors"), ("infrastructure", "Infrastructure"), ("needs a look", "Needs a look (does not gate)")] %}
 {% set found = pv.of(state) %}{% if found %}<h3>{{ title }} ({{ found|length }})</h3>
@@ -83,7 +86,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <td class="num">{{ "%+.1f%%"|format(cp.change * 100) }}</td><td>{{ cp.commits }}</td>
 <td>{{ cp.run_before.toolchain ~ " → " ~ cp.run_after.toolchain if cp.toolchain_changed else cp.run_after.toolchain }}</td></tr>
 {% endfor %}</table>
-{% elif data.trends %}<p class="empty">No lasting shift in any series (PELT, L1 cost, on log run medians).</p>
+{% elif data.trends %}<p class="empty">No lasting shift in any series (binary segmentation of noise-scaled CUSUMs of log run medians, pooled per partition).</p>
 {% else %}<p class="empty">No history, so no change-point scan.</p>{% endif %}
 
 <h2>This run: placement × build method</h2>
