@@ -10,6 +10,8 @@ REGRESSION = 1       # a measured value drifted past its band
 ERROR = 2            # bad input, crashed rank, failed sanity, missing manifest/baseline
 INFRASTRUCTURE = 3   # Slurm down, tool not available on this machine: worth a retry
 SKIPPED = 4          # nothing could run here (e.g. Spack/EESSI absent); never a pass
+CANCELLED = 5        # stopped by SIGTERM, SIGINT or SIGHUP (a cancelled or timed-out CI job, Ctrl-C):
+                     # its ReFrame and Slurm jobs were stopped, nothing was judged; never retried
 
 
 class MpiRegressError(Exception):

@@ -5,6 +5,7 @@ only the system name and the environment differ.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -12,12 +13,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import (
     baselines,
+    cancel,
     manifest,
     microarch,
     osu_output,
@@ -31,7 +34,7 @@ from . import (
 )
 from .builds import BuildOptions
 from .builds.common import program_sources
-from .errors import ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
+from .errors import CANCELLED, ERROR, INFRASTRUCTURE, REGRESSION, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
@@ -198,12 +201,16 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
     return env
 
 
-def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str]) -> list[str]:
+def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
+                     staging: Optional[Path] = None, job_options: Sequence[str] = ()) -> list[str]:
+    """ReFrame's command line; its JSON and JUnit reports go to ``staging`` (default: the report folder)."""
     system = f"{opts.system}:{opts.partition}" if opts.partition else opts.system
+    reports = staging or opts.report_dir
     cmd = [_reframe(), "-C", str(SITE_CONFIG), "--system", system,
            "--prefix", str(opts.report_dir / "reframe"),
-           "--report-file", str(opts.report_dir / "reframe-report.json"),
-           "--report-junit", str(opts.report_dir / "junit.xml"),
+           "--report-file", str(reports / "reframe-report.json"),
+           "--report-junit", str(reports / "junit.xml"),
+           *job_options,
            "-t", f"^({'|'.join(methods)})$", "-t", f"^({'|'.join(opts.families)})$",
            "--dry-run" if opts.dry_run else "-r"]
     for chosen in (opts.metrics, opts.placements, opts.collectives, opts.algorithms):
@@ -361,7 +368,7 @@ def run(opts: RunOptions) -> int:
     """
     description = "mpiregress " + shlex.join(sys.argv[1:] if sys.argv[1:2] == ["run"] else
                                              ["run", "--system", opts.system])
-    with run_folder.RunFolder(opts.report_dir, description) as folder:
+    with cancel.signals_cancel(), run_folder.RunFolder(opts.report_dir, description) as folder:
         cluster = None
         try:
             methods = check_options(opts)
@@ -375,8 +382,13 @@ def run(opts: RunOptions) -> int:
         except MpiRegressError as err:
             folder.fail(str(err), err.exit_code)
             raise
+        except cancel.Cancelled as err:
+            # ReFrame and the Slurm jobs are already stopped (_reframe_run): now the report, then the locks.
+            folder.fail(f"{err.sentence}: the run stopped ReFrame and cancelled its Slurm jobs; nothing was judged",
+                        CANCELLED, state="cancelled")
+            raise
         except KeyboardInterrupt:
-            folder.fail("interrupted (Ctrl-C or SIGINT)", 130)
+            folder.fail("interrupted (Ctrl-C or SIGINT)", CANCELLED, state="cancelled")
             raise
         except Exception as err:
             folder.fail(f"unexpected {type(err).__name__}: {err}", ERROR)
@@ -422,16 +434,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         _check_reachable(env)
     found_a = _prepare_ab(opts, methods, env, manifest_dir, folder) if opts.ab_against else None
     report = opts.report_dir / "reframe-report.json"
-    cmd = _reframe_command(opts, methods, env)
-    _log("running " + shlex.join(cmd))
-    with open(opts.report_dir / "reframe.out", "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=paths.REPO_ROOT)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            out.write(line)
-        proc.wait()
+    proc = _reframe_run(opts, methods, env, folder)
     folder.step(f"ReFrame ran (exit {proc.returncode}; its output is in reframe.out)")
     if not report.exists():
         fault = None if opts.dry_run else _slurm_faults(env, {"*"})
@@ -449,7 +452,9 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     found = results.aggregate(loaded)
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
-        return _dry_run_verdict(found, opts)
+        code = _dry_run_verdict(found, opts)
+        folder.write_status("finished", code, "dry run: job scripts written, nothing submitted")
+        return code
     infrastructure = _classify_infrastructure(found, env)
     verdict.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
@@ -474,6 +479,48 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     folder.write_status("finished", code)
     _log(f"reports in {opts.report_dir} (reframe-report.json, junit.xml, results.json, summary.md); exit {code}")
     return code
+
+
+def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
+                 folder: run_folder.RunFolder) -> "subprocess.Popen[str]":
+    """Run ReFrame as a child that cannot outlive the run, its reports staged privately and adopted.
+
+    ReFrame writes its JSON and JUnit reports when it ends, also when it is stopped: they go to a
+    private folder and are moved into the report folder by the run itself, so nothing reaches the
+    folder behind the run's back. On any exit by exception (a signal included) ReFrame's group is
+    stopped and the run's Slurm jobs are cancelled by id before the exception travels on.
+    """
+    record = None if opts.dry_run else folder.path / cancel.JOBS_FILE
+    children = cancel.RunChildren(record, env, watch=not opts.dry_run)
+    staging = Path(tempfile.mkdtemp(prefix="mpiregress-reframe-"))
+    cmd = _reframe_command(opts, methods, env, staging, children.job_options())
+    _log("running " + shlex.join(cmd))
+    finished = False
+    try:
+        with open(opts.report_dir / "reframe.out", "w") as out:
+            proc = children.popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  cwd=paths.REPO_ROOT)
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                out.write(line)
+            proc.wait()
+        children.finish()
+        finished = True
+        return proc
+    except BaseException:
+        for sentence in children.stop():
+            folder.step(sentence)
+        raise
+    finally:
+        # A finished ReFrame's reports are the run's; a stopped one's JSON is kept (nothing measured is
+        # lost), its JUnit only as reframe-junit.xml: junit.xml is then the run's own failure report.
+        for name, kept in (("reframe-report.json", "reframe-report.json"),
+                           ("junit.xml", "junit.xml" if finished else "reframe-junit.xml")):
+            if (staging / name).exists():
+                with contextlib.suppress(OSError):
+                    shutil.move(str(staging / name), str(opts.report_dir / kept))
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, list[float]]]:
