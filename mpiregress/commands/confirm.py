@@ -13,6 +13,7 @@ reproduced; 2: error (a series could not be measured again, bad input); 3: Slurm
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
@@ -63,7 +64,8 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, args: argpa
         report_dir = Path(args.report_dir) / f"{system}-{partition}"
         params = [dict(k.parameters) for k in pt2pt]
         run_checks(RunOptions(
-            system=system, partition=None if system == "local" else partition, report_dir=report_dir.resolve(),
+            system=system, partition=None if system == "local" else partition,
+            report_dir=Path(os.path.abspath(report_dir)),
             methods=sorted({k.method for k in pt2pt}), metrics=sorted({k.metric for k in pt2pt}),
             placements=sorted({str(p.get("placement")) for p in params}), families=["pt2pt"],
             repeat=max(plan.samples, 1), iterations=args.iterations, build_missing=False,
