@@ -15,15 +15,13 @@ recorded as its own (it would have to remove someone else's file).
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from . import locks
+from . import locks, outputs
 from .errors import InputError
 
 LOCK_NAME = ".mpiregress-run.lock"
@@ -79,18 +77,7 @@ def write_atomic(path: Path, text: str) -> Path:
     """
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            # mkstemp makes the file private; reports are artifacts for everyone to read.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        outputs.write_text_atomic(path, text)
     except OSError as err:
         raise InputError(f"cannot write {path}: {err.strerror or err}") from None
     return path
@@ -232,18 +219,10 @@ class RunFolder:
         for action in (
                 lambda: self.write("summary.md", "\n".join(lines) + "\n"),
                 keep_reframe_junit,
-                lambda: self.write("junit.xml", _failure_junit(message, exit_code, ran)),
+                lambda: self.write("junit.xml", outputs.failure_junit("run", message, exit_code, ran)),
                 lambda: self.write_status(state, exit_code, message)):
             try:
                 action()
             except (OSError, InputError):
                 continue
 
-
-def _failure_junit(message: str, exit_code: int, ran: list[str]) -> str:
-    quoted = html.escape(message, quote=True)
-    body = html.escape("\n".join(ran) or "nothing ran")
-    return ('<?xml version="1.0" encoding="utf-8"?>\n'
-            '<testsuites><testsuite name="mpiregress run" tests="1" errors="1" failures="0">\n'
-            f'<testcase classname="mpiregress" name="run"><error message="{quoted}" type="exit {exit_code}">'
-            f'{body}</error></testcase>\n</testsuite></testsuites>\n')

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import jsonfile
+from .. import jsonfile, outputs
 from ..ab import judge, paired
 from ..ab import report as ab_report
 from ..errors import InputError
@@ -49,6 +49,12 @@ def link_findings(path: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Rejected input must not leave an earlier A/B section in --markdown and --html.
+    with outputs.replaced_on_failure("ab", markdown=[args.markdown], html=[args.html]):
+        return _judge(args)
+
+
+def _judge(args: argparse.Namespace) -> int:
     records = jsonfile.read(args.results, "A/B results file")
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise InputError(f"A/B results file {args.results} is not a list of result records")

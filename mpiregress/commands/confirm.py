@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import paths
+from .. import outputs, paths
 from ..ab import confirm
 from ..errors import ERROR, OK, REGRESSION
 from ..gate import judge, load_baselines
@@ -75,6 +75,12 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, args: argpa
 
 
 def run(args: argparse.Namespace) -> int:
+    # Rejected input, a failed re-measurement or a cancelled one: --markdown says so, never an old outcome.
+    with outputs.replaced_on_failure("confirm", markdown=[args.markdown]):
+        return _confirm(args)
+
+
+def _confirm(args: argparse.Namespace) -> int:
     config = gate_config(args)
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
