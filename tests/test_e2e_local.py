@@ -179,6 +179,9 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, in_allocation,
     assert ("#SBATCH" in scripts) is not in_allocation
     # No check declared without a test (the collective one, when no collective family is asked).
     assert "skipping test" not in (tmp_path / "r" / "reframe.out").read_text()
+    # A dry run finishes its status.json too (it was left "running" with no exit code).
+    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    assert (status["state"], status["exit_code"]) == ("finished", 0) and status["ended"]
 
 
 def test_cluster_dry_run_of_a_collective_fills_a_whole_aion_node(tmp_path):
