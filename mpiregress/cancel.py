@@ -239,10 +239,13 @@ class RunChildren:
             self._thread.join(timeout=WATCH_PERIOD + 25)
 
     def stop(self, grace: float = REFRAME_GRACE) -> list[str]:
-        """End the child's whole process group (SIGTERM, then SIGKILL after ``grace``) and cancel this
-        run's Slurm jobs by id; return sentences saying what was done."""
+        """End the child's whole process group (SIGTERM, then SIGKILL after ``grace``), every process it
+        started in a session of its own (ReFrame's local scheduler does), and cancel this run's Slurm jobs
+        by id; return sentences saying what was done."""
         done: list[str] = []
         proc = self.proc
+        # Taken before anything dies: an orphan is re-parented and could no longer be found.
+        tree = descendants(proc.pid) if proc is not None and proc.poll() is None else []
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -257,6 +260,17 @@ class RunChildren:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+        orphans = [pid for pid, started in tree if _start_time(pid) == started]
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                group = os.getpgid(pid)
+                if group != os.getpgrp():   # never the run's own group
+                    os.killpg(group, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if orphans:
+            done.append(f"{len(orphans)} process(es) ReFrame left behind killed (PIDs "
+                        f"{', '.join(map(str, orphans))})")
         self.finish()
         if self._watch:
             cancelled, left = cancel_jobs(self.jobs, self.token, self.env)
@@ -267,6 +281,36 @@ class RunChildren:
             else:
                 done.append(f"no Slurm job of this run left in the queue ({len(self.jobs)} recorded in {JOBS_FILE})")
         return done
+
+
+def _stat(pid: int) -> Optional[list[str]]:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """When ``pid`` started (clock ticks since boot): tells a process from a later one with its PID."""
+    fields = _stat(pid)
+    return fields[19] if fields and len(fields) > 19 and fields[0] != "Z" else None
+
+
+def descendants(pid: int) -> list[tuple[int, Optional[str]]]:
+    """Every living descendant of ``pid`` with its start time, whatever its session or group."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields and len(fields) > 1:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append((child, _start_time(child)))
+        todo += children.get(child, [])
+    return found
 
 
 def process_group_members(pgid: int) -> list[int]:

@@ -113,3 +113,21 @@ def test_the_job_record_reads_back_what_the_run_wrote(tmp_path):
     path.write_text(record.header() + "17\n18\n")
     back = cancel.JobRecord.read(path)
     assert (back.token, back.pid, back.slurm_conf, back.jobs) == ("mpiregress-abc", 42, "/x/slurm.conf", ["17", "18"])
+
+
+def test_stop_ends_what_the_child_started_in_a_session_of_its_own(tmp_path):
+    """ReFrame's local scheduler (inside a CI allocation) starts each job in its own session: it goes too."""
+    pid_file = tmp_path / "pid"
+    children = cancel.RunChildren(None, dict(os.environ), watch=False)
+    # A child that ignores SIGTERM and leaves a grandchild in a new session (as `setsid` does).
+    proc = children.popen(["bash", "-c", f"trap '' TERM; setsid sleep 600 & echo $! > {pid_file}; wait"])
+    deadline = time.monotonic() + 20
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    grandchild = int(pid_file.read_text())
+    said = children.stop(grace=1)
+    assert proc.poll() is not None
+    assert any("killed after 1 s" in s for s in said)
+    assert any("left behind killed" in s and str(grandchild) in s for s in said), said
+    time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{grandchild}") or "Z" in open(f"/proc/{grandchild}/stat").read().split(")")[1][:3]

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import outputs, paths
+from .. import cancel, outputs, paths
 from ..ab import confirm
 from ..errors import ERROR, OK, REGRESSION
 from ..gate import judge, load_baselines
@@ -76,7 +76,8 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, args: argpa
 
 def run(args: argparse.Namespace) -> int:
     # Rejected input, a failed re-measurement or a cancelled one: --markdown says so, never an old outcome.
-    with outputs.replaced_on_failure("confirm", markdown=[args.markdown]):
+    # A signal between two re-measurements ends confirm like one during a run (exit 5, no stale outcome).
+    with cancel.signals_cancel(), outputs.replaced_on_failure("confirm", markdown=[args.markdown]):
         return _confirm(args)
 
 
