@@ -257,7 +257,7 @@ def ownership_and_stale_cases(root: Path, env: dict, rows: list[Outcome]) -> Non
     (out / "report.html").write_text("<html>pass</html>\n")
     db = str(root / "none.sqlite")
     for label, argv, files in (
-            ("compare on a -5 MB/s bandwidth after a pass", ["compare", str(bad), "--db", db, "--markdown",
+            ("compare on a -5 us latency after a pass", ["compare", str(bad), "--db", db, "--markdown",
                                                              str(out / "c.md"), "--junit", str(out / "c.junit.xml")],
              ("c.md", "c.junit.xml")),
             ("report --out-dir on rejected input after a pass", ["report", str(bad), "--db", db, "--out-dir", str(out)],
