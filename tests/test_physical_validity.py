@@ -130,3 +130,14 @@ def test_history_import_refuses_a_file_holding_one_result_many_times(tmp_path):
 def test_every_metric_has_a_physical_rule():
     assert all(spec.impossible(-1.0) for spec in METRICS.values())
     assert all(spec.impossible(math.nan) for spec in METRICS.values())
+
+
+@pytest.mark.parametrize("argv", [["ab"], ["coll", "verify"]])
+def test_the_ab_and_collective_readers_refuse_an_impossible_value_too(tmp_path, argv):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    record = dict(GOOD_RESULT, value=-5.0, samples=[-5.0], conditions={"ab_side": "A", "ab_pair": 0})
+    path = _write(tmp_path, [record])
+    done = cli([*argv, str(path)], env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "#0: value: latency -5 us is impossible: it must be above zero" in sentence(done)
