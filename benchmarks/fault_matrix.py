@@ -203,9 +203,9 @@ def cancel_cases(root: Path, env: dict, cluster: LocalCluster, rows: list[Outcom
     proc.wait()
     time.sleep(2)
     left = cancelrun.process_group_members(proc.pid)
-    queued = cancelrun.run_jobs(slurm_env, folder)
+    queued = cancelrun.queued(slurm_env, folder)
     done = cli(["cancel", str(folder), "--wait", "0"], env)
-    after = cancelrun.run_jobs(slurm_env, folder)
+    after = cancelrun.queued(slurm_env, folder)
     rows.append(Outcome("SIGKILL to the run, then `mpiregress cancel` (after_script)", 0, done.returncode,
                         f"job {job}: {len(left)} process(es) left; queued after the kill: {queued or 'none'}; after "
                         f"`mpiregress cancel`: {after or 'none'}", done.stdout.strip()[-120:],

@@ -158,18 +158,25 @@ class JobRecord:
                 f"token={self.token}\npid={self.pid}\nslurm_conf={self.slurm_conf}\n")
 
 
-def cancel_jobs(jobs: Sequence[str], token: str, env: dict[str, str],
-                wait: float = QUEUE_GRACE) -> tuple[list[str], list[str]]:
+def cancel_jobs(jobs: Sequence[str], token: str, env: dict[str, str], wait: float = QUEUE_GRACE,
+                trust_record: bool = False) -> tuple[list[str], list[str]]:
     """Cancel, by job id, the ``jobs`` still queued under ``token`` and any other job with that token.
 
     Returns (cancelled ids, ids still in the queue after ``wait`` seconds). A job id whose comment is
     not the token is never touched: an id Slurm gave to someone else's job after ours ended stays theirs.
+    When Slurm does not answer (a loaded controller), ``trust_record`` cancels the recorded ids as they
+    are: the run itself recorded each one under its token moments ago.
     """
     queue = queued_jobs(env)
     if queue is None:
-        return [], []
-    ours = sorted({j for j in jobs if queue.get(j) == token} | {j for j, c in queue.items() if c == token},
-                  key=lambda j: int(j.split("_")[0]) if j.split("_")[0].isdigit() else 0)
+        queue = queued_jobs(env, timeout=60)   # once more, patiently
+    if queue is None:
+        if not (trust_record and jobs):
+            return [], []
+        ours = list(jobs)
+    else:
+        ours = sorted({j for j in jobs if queue.get(j) == token} | {j for j, c in queue.items() if c == token},
+                      key=lambda j: int(j.split("_")[0]) if j.split("_")[0].isdigit() else 0)
     if not ours:
         return [], []
     with contextlib.suppress(OSError, subprocess.SubprocessError):
@@ -273,11 +280,11 @@ class RunChildren:
                         f"{', '.join(map(str, orphans))})")
         self.finish()
         if self._watch:
-            cancelled, left = cancel_jobs(self.jobs, self.token, self.env)
+            cancelled, left = cancel_jobs(self.jobs, self.token, self.env, trust_record=True)
             self._note(cancelled)
             if cancelled:
                 done.append(f"Slurm job(s) {', '.join(cancelled)} cancelled by id"
-                            + (f"; still in the queue: {', '.join(left)}" if left else ""))
+                            + (f"; not yet seen leaving the queue: {', '.join(left)}" if left else ""))
             else:
                 done.append(f"no Slurm job of this run left in the queue ({len(self.jobs)} recorded in {JOBS_FILE})")
         return done

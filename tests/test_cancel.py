@@ -41,8 +41,11 @@ def test_a_signal_ends_the_run_and_everything_it_started(built, tmp_path, sig, t
     env, slurm_env = built
     report_dir = tmp_path / "run"
     proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
-    job = cancelrun.wait_running(proc, slurm_env, report_dir)
-    seen = cancelrun.cancel(proc, sig, to_group, slurm_env, report_dir, settle=5)
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        seen = cancelrun.cancel(proc, sig, to_group, slurm_env, report_dir, settle=5)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
     assert seen.code == CANCELLED, seen.output[-1500:]
     assert seen.queue_empty_s is not None, f"job {job} of the run is still queued"
     assert seen.left_processes == [], f"processes left in the run's group: {seen.left_processes}"
@@ -60,6 +63,13 @@ def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tm
     report_dir = tmp_path / "run"
     # No grace for ReFrame: this run's own clean-up never runs (SIGKILL), the record must be enough.
     proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
+    try:
+        _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+
+
+def _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path):
     job = cancelrun.wait_running(proc, slurm_env, report_dir)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -68,12 +78,12 @@ def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tm
         time.sleep(0.2)
     # ReFrame died with the run (PR_SET_PDEATHSIG): nothing of its group is left.
     assert cancelrun.process_group_members(proc.pid) == []
-    assert job in cancelrun.run_jobs(slurm_env, report_dir), "the killed run's job should still be queued"
+    assert job in cancelrun.queued(slurm_env, report_dir), "the killed run's job should still be queued"
     done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(tmp_path), "--wait", "0"],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"cancelled Slurm job(s) {job}" in done.stdout
-    assert cancelrun.run_jobs(slurm_env, report_dir) == []
+    assert cancelrun.queued(slurm_env, report_dir) == []
 
 
 def test_mpiregress_cancel_never_touches_a_job_of_another_comment(built, tmp_path):

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         env = dict(os.environ)
         if record.slurm_conf and Path(record.slurm_conf).exists():
             env["SLURM_CONF"] = record.slurm_conf
-        if queued_jobs(env) is None:
+        if queued_jobs(env, timeout=60) is None:
             print(f"mpiregress cancel: error: Slurm cannot be asked about the jobs of {path}; "
                   f"recorded: {', '.join(record.jobs) or 'none'}")
             code = INFRASTRUCTURE

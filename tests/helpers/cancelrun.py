@@ -61,15 +61,34 @@ def token(report_dir: Path) -> str:
         return ""
 
 
-def run_jobs(slurm_env: dict, report_dir: Path, running_only: bool = False) -> list[str]:
-    """The queued jobs (RUNNING only, when asked) that carry the run's token."""
+def run_jobs(slurm_env: dict, report_dir: Path, running_only: bool = False) -> Optional[list[str]]:
+    """The queued jobs (RUNNING only, when asked) that carry the run's token; None when Slurm did not
+    answer in time (a loaded machine: ask again)."""
     tag = token(report_dir)
     if not tag:
         return []
     argv = ["squeue", "-h", "-o", "%i|%k|%T"]
-    out = subprocess.run(argv, env=slurm_env, capture_output=True, text=True, timeout=30).stdout
+    try:
+        done = subprocess.run(argv, env=slurm_env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        return None
+    out = done.stdout
     rows = [line.split("|") for line in out.splitlines() if line.count("|") == 2]
     return [job for job, comment, state in rows if comment == tag and (not running_only or state == "RUNNING")]
+
+
+def queued(slurm_env: dict, report_dir: Path, timeout: float = 300) -> list[str]:
+    """The run's queued jobs, asking Slurm again until it answers (a loaded controller is slow)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = run_jobs(slurm_env, report_dir)
+        if jobs is not None:
+            return jobs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"squeue did not answer within {timeout:.0f} s")
+        time.sleep(1)
 
 
 def wait_running(proc: subprocess.Popen, slurm_env: dict, report_dir: Path, timeout: float = 600) -> str:
@@ -79,7 +98,7 @@ def wait_running(proc: subprocess.Popen, slurm_env: dict, report_dir: Path, time
         if proc.poll() is not None:
             raise AssertionError(f"the run ended (exit {proc.returncode}) before any job ran: {output(proc)[-800:]}")
         jobs = run_jobs(slurm_env, report_dir, running_only=True)
-        if jobs:
+        if jobs:   # None (Slurm slow to answer) or []: not yet
             time.sleep(2)
             return jobs[0]
         time.sleep(0.5)
@@ -112,7 +131,7 @@ def cancel(proc: subprocess.Popen, sig: signal.Signals, to_group: bool, slurm_en
     queue_empty = None
     code = None
     while time.monotonic() - sent < timeout:
-        if queue_empty is None and not run_jobs(slurm_env, report_dir):
+        if queue_empty is None and run_jobs(slurm_env, report_dir) == []:
             queue_empty = round(time.monotonic() - sent, 1)
         if proc.poll() is not None and queue_empty is not None:
             break
@@ -150,3 +169,21 @@ def cancel(proc: subprocess.Popen, sig: signal.Signals, to_group: bool, slurm_en
 
 def queue_ok(slurm_env: dict) -> bool:
     return queued_jobs(slurm_env) is not None
+
+
+def ensure_ended(proc: subprocess.Popen, slurm_env: dict, report_dir: Path) -> None:
+    """After a test, whatever happened: the run is waited for (killed by its group after a while) and its
+    jobs cancelled by id, so a failed test leaves neither a run holding the cluster nor a job behind."""
+    try:
+        proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+    tag = token(report_dir)
+    if tag:
+        from mpiregress.cancel import cancel_jobs
+
+        cancel_jobs(JobRecord.read(report_dir / JOBS_FILE).jobs, tag, slurm_env)
