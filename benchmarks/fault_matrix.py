@@ -194,6 +194,23 @@ def cancel_cases(root: Path, env: dict, cluster: LocalCluster, rows: list[Outcom
                         f"job {job}: queue empty after {seen.queue_empty_s} s; {'' if by_id else 'NOT '}cancelled "
                         f"by the run by id; {len(seen.left_processes)} process(es) left", f"status {seen.state}",
                         seen.exit_s))
+    # An A/B run (run --ab-against): the same path, one job holding A and B interleaved.
+    manifests = Path(env["MPIREGRESS_STATE_DIR"]) / "manifests"
+    a_side = root / "ab-a"
+    a_side.mkdir(exist_ok=True)
+    for found in manifests.glob("source-*.json"):
+        shutil.copy(found, a_side / found.name)
+    folder = root / "r-ab"
+    proc = cancelrun.start(env, folder, *cancelrun.LONG_RUN, "--ab-against", str(a_side), "--manifest-dir",
+                           str(manifests), "--ab-pairs", "2")
+    job = cancelrun.wait_running(proc, slurm_env, folder)
+    seen = cancelrun.cancel(proc, signal.SIGTERM, True, slurm_env, folder, settle=5)
+    rows.append(Outcome("SIGTERM to an A/B run's process group (run --ab-against)", 5,
+                        seen.code if seen.code is not None else -1,
+                        f"job {job}: queue empty after {seen.queue_empty_s} s, exited after {seen.exit_s} s, "
+                        f"{len(seen.left_processes)} process(es) left, {len(seen.changed_after)} file(s) written "
+                        "after it ended", f"status {seen.state}; JUnit error {'yes' if seen.junit_error else 'NO'}",
+                        seen.exit_s))
     # Killed outright: ReFrame dies with it, the job stays until `mpiregress cancel` reads the record.
     folder = root / "r-sigkill"
     proc = cancelrun.start(env, folder, *cancelrun.LONG_RUN)
