@@ -15,8 +15,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${missing[*]}"
   sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Another apt or dpkg (unattended-upgrades, a second setup) may hold the package locks: wait, bounded.
+  apt_lock_wait=${MPIREGRESS_APT_LOCK_WAIT:-600}
+  bash ci/apt-wait.sh
+  $sudo_cmd apt-get -o DPkg::Lock::Timeout="$apt_lock_wait" update -qq
+  bash ci/apt-wait.sh
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout="$apt_lock_wait" install -y -qq \
+    --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 python=${PYTHON:-python3}

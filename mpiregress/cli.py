@@ -5,8 +5,9 @@ command is adding a module.
 
 One rule holds here, at the top: no traceback reaches the user, and every failure
 maps to the documented exit codes (0 pass, 1 regression, 2 error, 3 infrastructure,
-4 not available). Errors derived from MpiRegressError become their sentence and
-code; a file the system refuses (OSError) becomes one sentence naming it, exit 2;
+4 not available, 5 needs a look, 6 cancelled by SIGTERM/SIGINT/SIGHUP). Errors derived from
+MpiRegressError become their sentence and code; a file the system refuses (OSError) becomes one
+sentence naming it, exit 2;
 anything unexpected becomes exit 2 with one sentence naming the command's inputs
 and the log holding the traceback. Exit 1 is left to a judged regression alone.
 """
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__, commands
-from .errors import ERROR, MpiRegressError
+from .cancel import Cancelled
+from .errors import CANCELLED, ERROR, MpiRegressError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,8 +81,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except MpiRegressError as err:
         print(f"{prefix} {err}", file=sys.stderr)
         return err.exit_code
+    except Cancelled as err:
+        print(f"{prefix} {err.sentence}; exit {CANCELLED}", file=sys.stderr)
+        return CANCELLED
     except KeyboardInterrupt:
-        return 130
+        print(f"{prefix} interrupted; exit {CANCELLED}", file=sys.stderr)
+        return CANCELLED
     except OSError as err:
         # A location the system refuses (not writable, not a folder, disk full): the user's to fix.
         where = err.filename if err.filename is not None else _inputs(args)

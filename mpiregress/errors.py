@@ -11,6 +11,8 @@ ERROR = 2            # bad input, crashed rank, failed sanity, missing manifest/
 INFRASTRUCTURE = 3   # Slurm down, tool not available on this machine: worth a retry
 SKIPPED = 4          # nothing could run here (e.g. Spack/EESSI absent); never a pass
 NEEDS_A_LOOK = 5     # findings that do not gate (GitLab: allow_failure exit_codes, passed with warnings)
+CANCELLED = 6        # stopped by SIGTERM, SIGINT or SIGHUP (a cancelled or timed-out CI job, Ctrl-C):
+                     # its ReFrame and Slurm jobs were stopped, nothing was judged; never retried
 
 
 class MpiRegressError(Exception):

@@ -210,6 +210,7 @@ def _validate(result: Result, index: int, path_hint: str) -> None:
     for sample in result.samples:
         if isinstance(sample, bool) or not isinstance(sample, (int, float)):
             raise InputError(f"{where}: sample {sample!r} is not a number")
+    inputs.check_physical(result.metric, result.value, result.samples, result.reference, where)
 
 
 def _rows_of(result: Result) -> Iterator[tuple[int, Optional[float]]]:

@@ -145,6 +145,46 @@ def check_result_record(item: Any, where: str) -> None:
         raise InputError(f"{where}: metric {item['metric']!r} is not one of {', '.join(METRICS)}")
     if item["status"] not in STATUSES:
         raise InputError(f"{where}: status {item['status']!r} is not one of {', '.join(STATUSES)}")
+    check_physical(item["metric"], item.get("value"), item.get("samples") or [], item.get("reference"), where)
+    tolerance = item.get("tolerance")
+    if tolerance is not None and tolerance < 0:
+        raise InputError(f"{where}: tolerance {tolerance:g} is impossible: a band is zero or wider")
+
+
+def check_physical(metric: str, value: Any, samples: Any, reference: Any, where: str) -> None:
+    """Refuse a value, sample or reference that cannot be a measurement of ``metric`` (names.Metric.impossible):
+    a latency or bandwidth that is not above zero or not finite, an efficiency outside (0, 1]."""
+    from .names import METRICS
+
+    spec = METRICS.get(metric)
+    if spec is None:
+        return
+    for label, number in [("value", value), *((f"sample #{i}", v) for i, v in enumerate(samples)),
+                          ("reference", reference)]:
+        if number is None:
+            continue
+        why = spec.impossible(number)
+        if why:
+            raise InputError(f"{where}: {label}: {why}")
+
+
+def _identity(item: Any) -> tuple:
+    """What makes a record one measurement: its series, and for an A/B sample its side, pair and position."""
+    from .ab.judge import AB_FIELDS
+
+    conditions = item.conditions if isinstance(item.conditions, dict) else {}
+    return (item.key(), tuple((f, str(conditions[f])) for f in AB_FIELDS if f in conditions))
+
+
+def check_unique(found: list, path: Path) -> None:
+    """Refuse a results file that holds one series twice (a copied or concatenated file would count twice)."""
+    seen: dict[tuple, int] = {}
+    for index, result in enumerate(found):
+        first = seen.setdefault(_identity(result), index)
+        if first != index:
+            copies = sum(1 for r in found if _identity(r) == _identity(result))
+            raise InputError(f"results file {path}: result #{index} repeats the series {result.key().name()} of "
+                             f"result #{first} ({copies} records of it): a results file holds each series once")
 
 
 def upgrade_record(item: dict) -> dict:
@@ -169,7 +209,9 @@ def read_results(path: Path, allow_empty: bool = False) -> list:
                          "(did the run measure anything?)")
     for index, item in enumerate(data):
         check_result_record(item, f"results file {path}: result #{index}")
-    return from_data(data)
+    found = from_data(data)
+    check_unique(found, path)
+    return found
 
 
 def read_topology(path: Path) -> Any:

@@ -6,6 +6,7 @@ creating a new series.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,6 +32,21 @@ class Metric:
     name: str
     unit: str
     higher_is_better: bool
+    zero_possible: bool = False          # a time that can be 0 (no detour); latencies and rates cannot
+    at_most: Optional[float] = None      # an upper bound of the quantity itself (an efficiency: 1)
+
+    def impossible(self, value: float) -> Optional[str]:
+        """Why ``value`` cannot be a measurement of this metric (non-finite, not positive, above its bound),
+        or None. Every reader refuses such a value: it would be judged as a regression or an improvement."""
+        unit = f" {self.unit}" if self.unit else ""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"{self.name} {value!r} is not a finite number"
+        if value < 0 or (value == 0 and not self.zero_possible):
+            return (f"{self.name} {value:g}{unit} is impossible: it must be "
+                    f"{'zero or more' if self.zero_possible else 'above zero'}")
+        if self.at_most is not None and value > self.at_most:
+            return f"{self.name} {value:g}{unit} is impossible: it must be at most {self.at_most:g}"
+        return None
 
     def worse(self, value: float, reference: float) -> bool:
         """True when ``value`` is on the hurting side of ``reference``."""
@@ -62,8 +78,9 @@ class Metric:
 METRICS: dict[str, Metric] = {
     "latency": Metric("latency", "us", higher_is_better=False),
     "bandwidth": Metric("bandwidth", "MB/s", higher_is_better=True),
-    "efficiency": Metric("efficiency", "", higher_is_better=True),
-    "max_detour": Metric("max_detour", "us", higher_is_better=False),
+    # Σ per-iteration minima ÷ Σ maxima: in (0, 1].
+    "efficiency": Metric("efficiency", "", higher_is_better=True, at_most=1.0),
+    "max_detour": Metric("max_detour", "us", higher_is_better=False, zero_possible=True),
 }
 
 

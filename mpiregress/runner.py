@@ -5,6 +5,7 @@ only the system name and the environment differ.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -12,12 +13,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import (
     baselines,
+    cancel,
     manifest,
     microarch,
     osu_output,
@@ -30,7 +33,7 @@ from . import (
 )
 from .builds import BuildOptions
 from .builds.common import program_sources
-from .errors import ERROR, InfrastructureError, InputError, MpiRegressError
+from .errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 from .report import verdict_text
 from .verdict import band, compose, cross_method
@@ -203,12 +206,17 @@ def _environment(opts: RunOptions, topology_dir: Path, manifest_dir: Path) -> di
 
 
 def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
+                     staging: Optional[Path] = None, job_options: Sequence[str] = (),
                      extra: Sequence[str] = ()) -> list[str]:
+    """ReFrame's command line; its JSON and JUnit reports go to ``staging`` (default: the report folder);
+    ``extra`` arguments (an A/B round's series filter and nodes) come after the run's own."""
     system = f"{opts.system}:{opts.partition}" if opts.partition else opts.system
+    reports = staging or opts.report_dir
     cmd = [_reframe(), "-C", str(SITE_CONFIG), "--system", system,
            "--prefix", str(opts.report_dir / "reframe"),
-           "--report-file", str(opts.report_dir / "reframe-report.json"),
-           "--report-junit", str(opts.report_dir / "junit.xml"),
+           "--report-file", str(reports / "reframe-report.json"),
+           "--report-junit", str(reports / "junit.xml"),
+           *job_options,
            "-t", f"^({'|'.join(methods)})$", "-t", f"^({'|'.join(opts.families)})$",
            "--dry-run" if opts.dry_run else "-r"]
     for chosen in (opts.metrics, opts.placements, opts.collectives, opts.algorithms):
@@ -372,7 +380,7 @@ def run(opts: RunOptions) -> int:
     """
     description = "mpiregress " + shlex.join(sys.argv[1:] if sys.argv[1:2] == ["run"] else
                                              ["run", "--system", opts.system])
-    with run_folder.RunFolder(opts.report_dir, description) as folder:
+    with cancel.signals_cancel(), run_folder.RunFolder(opts.report_dir, description) as folder:
         cluster = None
         try:
             methods = check_options(opts)
@@ -386,8 +394,13 @@ def run(opts: RunOptions) -> int:
         except MpiRegressError as err:
             folder.fail(str(err), err.exit_code)
             raise
+        except cancel.Cancelled as err:
+            # ReFrame and the Slurm jobs are already stopped (_reframe_run): now the report, then the locks.
+            folder.fail(f"{err.sentence}: the run stopped ReFrame and cancelled its Slurm jobs; nothing was judged",
+                        CANCELLED, state="cancelled")
+            raise
         except KeyboardInterrupt:
-            folder.fail("interrupted (Ctrl-C or SIGINT)", 130)
+            folder.fail("interrupted (Ctrl-C or SIGINT)", CANCELLED, state="cancelled")
             raise
         except Exception as err:
             folder.fail(f"unexpected {type(err).__name__}: {err}", ERROR)
@@ -433,16 +446,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         _check_reachable(env)
     found_a = _prepare_ab(opts, methods, env, manifest_dir, folder) if opts.ab_against else None
     report = opts.report_dir / "reframe-report.json"
-    cmd = _reframe_command(opts, methods, env)
-    _log("running " + shlex.join(cmd))
-    with open(opts.report_dir / "reframe.out", "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=paths.REPO_ROOT)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            out.write(line)
-        proc.wait()
+    proc = _reframe_run(opts, methods, env, folder)
     folder.step(f"ReFrame ran (exit {proc.returncode}; its output is in reframe.out)")
     if not report.exists():
         fault = None if opts.dry_run else _slurm_faults(env, {"*"})
@@ -461,7 +465,9 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     found = results.aggregate(loaded)
     folder.step(f"ReFrame report read: {len(found)} result(s)")
     if opts.dry_run:
-        return _dry_run_verdict(found, opts)
+        code = _dry_run_verdict(found, opts)
+        folder.write_status("finished", code, "dry run: job scripts written, nothing submitted")
+        return code
     _classify_infrastructure(found, env)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
@@ -492,10 +498,47 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
 
 
 def _adopt_junit(folder: run_folder.RunFolder, opts: RunOptions, judged: compose.PipelineVerdict) -> None:
-    """junit.xml is the verdict's (ReFrame's own, which knows nothing of baselines, is kept beside it)."""
-    if (opts.report_dir / "junit.xml").exists():
-        os.replace(opts.report_dir / "junit.xml", opts.report_dir / "reframe-junit.xml")
+    """junit.xml is the verdict's (ReFrame's own, which knows nothing of baselines, is reframe-junit.xml)."""
     folder.write("junit.xml", verdict_text.junit_xml(judged))
+
+
+def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
+                 folder: run_folder.RunFolder, extra: Sequence[str] = ()) -> "subprocess.Popen[str]":
+    """Run ReFrame as a child that cannot outlive the run, its reports staged privately and adopted.
+
+    ReFrame writes its JSON and JUnit reports when it ends, also when it is stopped: they go to a
+    private folder and are moved into the report folder by the run itself, so nothing reaches the
+    folder behind the run's back. On any exit by exception (a signal included) ReFrame's group is
+    stopped and the run's Slurm jobs are cancelled by id before the exception travels on.
+    """
+    record = None if opts.dry_run else folder.path / cancel.JOBS_FILE
+    children = cancel.RunChildren(record, env, watch=not opts.dry_run)
+    staging = Path(tempfile.mkdtemp(prefix="mpiregress-reframe-"))
+    cmd = _reframe_command(opts, methods, env, staging, children.job_options(), extra)
+    _log("running " + shlex.join(cmd))
+    try:
+        with open(opts.report_dir / "reframe.out", "w") as out:
+            proc = children.popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  cwd=paths.REPO_ROOT)
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                out.write(line)
+            proc.wait()
+        children.finish()
+        return proc
+    except BaseException:
+        for sentence in children.stop():
+            folder.step(sentence)
+        raise
+    finally:
+        # ReFrame's reports are the run's to adopt; its JSON is kept either way (nothing measured is lost),
+        # its JUnit as reframe-junit.xml: junit.xml is always the run's own (the verdict's, or its failure).
+        for name, kept in (("reframe-report.json", "reframe-report.json"), ("junit.xml", "reframe-junit.xml")):
+            if (staging / name).exists():
+                with contextlib.suppress(OSError):
+                    shutil.move(str(staging / name), str(opts.report_dir / kept))
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -633,15 +676,15 @@ def _ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: lis
                     f"{first}-{first + count - 1} on {','.join(nodes) or 'any node'}: {names}")
             _log(note)
             folder.step(note)
-            found = _ab_round(opts, env, keys, partition, nodes, look, first, count,
+            found = _ab_round(opts, env, folder, keys, partition, nodes, look, first, count,
                               opts.report_dir / f"ab-look-{look}" / f"{partition}-{index}", toolchain_name)
             loaded = loaded + found
             notes.append(note + f" ({sum('ab_side' in r.conditions for r in found)} samples)")
     return loaded, notes
 
 
-def _ab_round(opts: RunOptions, env: dict[str, str], keys: Sequence[Any], partition: str,
-              nodes: Sequence[str], look: int, first: int, count: int, round_dir: Path,
+def _ab_round(opts: RunOptions, env: dict[str, str], folder: run_folder.RunFolder, keys: Sequence[Any],
+              partition: str, nodes: Sequence[str], look: int, first: int, count: int, round_dir: Path,
               toolchain_name: str) -> list[results.Result]:
     """One extra round of pairs for ``keys`` (same partition and nodes) through the same check and launch path."""
     import dataclasses
@@ -655,11 +698,8 @@ def _ab_round(opts: RunOptions, env: dict[str, str], keys: Sequence[Any], partit
     extra = _ab_series_filter(keys)
     if nodes and not env.get("MPIREGRESS_IN_ALLOCATION"):
         extra += ["-J", f"nodelist={','.join(nodes)}"]    # the same nodes as the earlier pairs
-    cmd = _reframe_command(round_opts, sorted({k.method for k in keys}), round_env, extra)
-    _log("running " + shlex.join(cmd))
-    with open(round_dir / "reframe.out", "w") as out:
-        proc = subprocess.run(cmd, env=round_env, stdout=out, stderr=subprocess.STDOUT, text=True,
-                              cwd=paths.REPO_ROOT)
+    # The run's own ReFrame path: a signal stops this round's ReFrame and cancels its jobs like the first.
+    proc = _reframe_run(round_opts, sorted({k.method for k in keys}), round_env, folder, extra)
     report = round_dir / "reframe-report.json"
     if not report.exists():
         _log(f"look {look}: ReFrame exited with code {proc.returncode} and wrote no report (see "

@@ -30,15 +30,16 @@ def test_a_regression_that_does_not_come_back_on_other_nodes_is_transient(pipeli
     assert done.returncode in (0, 1, 5), done.stdout[-2000:] + done.stderr[-2000:]
     (measured,) = [r for r in results.load((first_dir / "results.json").read_text()) if r.status == "pass"]
     level = measured.value
-    # Accepted history around what this machine measures (wide: the machine is shared).
+    # Accepted history around what this machine measures, very wide: the machine is shared and loaded,
+    # and the test is about the confirmation's flow, not whether a second measurement meets a band.
     with history.open_history(tmp_path / "h.sqlite") as db:
-        for week, factor in enumerate((0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05, 1.25)):
+        for week, factor in enumerate((0.4, 2.5, 0.6, 2.0, 1.0, 0.5, 2.8, 0.7, 1.8, 3.0)):
             run = results.Result(**{**measured.to_dict(), "samples": [level * factor] * 3, "value": level * factor,
                                     "time": f"2026-0{1 + week % 9}-0{1 + week % 9}T00:00:00+00:00"})
             db.import_results([run], run_id=f"w{week}")
-    # The weekly run's bad luck: the same series five times slower on its node.
-    bad = results.Result(**{**measured.to_dict(), "samples": [s * 5 for s in measured.samples],
-                            "value": measured.value * 5})
+    # The weekly run's bad luck: the same series a hundred times slower on its node.
+    bad = results.Result(**{**measured.to_dict(), "samples": [s * 100 for s in measured.samples],
+                            "value": measured.value * 100})
     (tmp_path / "weekly.json").write_text(results.dump([bad]))
     done = cli(pipeline, "confirm", str(tmp_path / "weekly.json"), "--db", str(tmp_path / "h.sqlite"),
                "--report-dir", str(tmp_path / "again"), "--iterations", "100", "--markdown", str(tmp_path / "c.md"))

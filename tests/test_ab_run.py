@@ -51,7 +51,9 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
     done = cli(pipeline, "run", "--system", "local", *FAST, "--ab-pairs", "4", "--ab-max-pairs", "4",
                "--ab-against", str(builds["a"]),
                "--manifest-dir", str(builds["b"]), "--report-dir", str(report))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    # Judged or not, by measurement: A (busy-polling) and B on a loaded 2-core machine may really differ.
+    # The test is about the interleaving, the samples kept and the reports, not about that verdict.
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
     samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
     samples.sort(key=lambda r: r["ab_position"])
     assert "".join(r["ab_side"] for r in samples) == "ABBAABBA"
@@ -77,7 +79,9 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
     assert "A/B on the same nodes" in summary and "local/batch source same_numa latency" in summary
     assert f"A is the build in {builds['a']}" in summary
     (case,) = ET.parse(report / "junit.xml").getroot().iter("testcase")
-    assert case.get("classname") == "ab.local.batch" and case.find("failure") is None and case.find("error") is None
+    assert case.get("classname") == "ab.local.batch" and case.find("error") is None
+    # The JUnit case fails exactly when the run exited 1 (a paired regression), with its reason.
+    assert (case.find("failure") is not None) == (done.returncode == 1)
     assert "4 pairs" in case.find("system-out").text
     html = (report / "report.html").read_text()
     assert "<section class=\"ab\">" in html and "same_numa" in html

@@ -17,7 +17,7 @@ import archspec.cpu
 import pytest
 import yaml
 
-from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
+from helpers.e2e import mpiregress, pipeline, wide_baselines  # noqa: F401  (pipeline is a fixture)
 from shared import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -32,7 +32,9 @@ def results(report_dir: Path) -> dict:
 
 
 def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):
-    done = mpiregress(pipeline, "--methods", "source", *FAST, report_dir=tmp_path)
+    # Its own very wide bands: the test is about what the job does, not about this machine's speed.
+    baselines = wide_baselines(tmp_path.parent / f"{tmp_path.name}-baselines")
+    done = mpiregress(pipeline, "--methods", "source", *FAST, "--baselines-dir", str(baselines), report_dir=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = results(tmp_path)
     for placement in ("same_numa", "cross_node"):
@@ -179,6 +181,9 @@ def test_cluster_dry_run_writes_job_scripts_from_topology(system, in_allocation,
     assert ("#SBATCH" in scripts) is not in_allocation
     # No check declared without a test (the collective one, when no collective family is asked).
     assert "skipping test" not in (tmp_path / "r" / "reframe.out").read_text()
+    # A dry run finishes its status.json too (it was left "running" with no exit code).
+    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    assert (status["state"], status["exit_code"]) == ("finished", 0) and status["ended"]
 
 
 def test_cluster_dry_run_of_a_collective_fills_a_whole_aion_node(tmp_path):

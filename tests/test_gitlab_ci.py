@@ -517,3 +517,14 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     with sqlite3.connect(history) as db:
         kinds = {row[0] for row in db.execute("select kind from runs")}
     assert "schedule" in kinds
+
+
+def test_every_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):
+    """A cancelled or timed-out job may be killed outright: its after_script cancels the recorded jobs."""
+    submitting = ("ci/jobs/run.sh", "ci/jobs/ab.sh", "ci/jobs/linktest.sh", "ci/jobs/noise.sh",
+                  "ci/jobs/coll-sweep.sh", "ci/jobs/compare.sh")
+    jobs = {name: job for name, job in real_jobs(expanded).items()
+            if any(step in " ".join(job.get("script", [])) for step in submitting)}
+    assert len(jobs) >= 5, sorted(real_jobs(expanded))
+    missing = [name for name, job in jobs.items() if "ci/jobs/cancel-jobs.sh" not in job.get("after_script", [])]
+    assert missing == []

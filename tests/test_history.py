@@ -134,7 +134,7 @@ def test_not_an_sqlite_file_is_refused_and_left_untouched(tmp_path, capsys):
 def test_damaged_history_is_refused_and_left_untouched(tmp_path):
     path = tmp_path / "h.sqlite"
     with history.open_history(path) as db:
-        db.import_results([result(samples=tuple(float(i) for i in range(400)))], run_id="r1")
+        db.import_results([result(samples=tuple(float(i) for i in range(1, 401)))], run_id="r1")
     with sqlite3.connect(path) as con:     # fold the WAL back so the damage below hits real pages
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         page_size = con.execute("PRAGMA page_size").fetchone()[0]
@@ -188,7 +188,7 @@ def test_two_processes_importing_at_once_lose_nothing(tmp_path):
     for writer in files:
         for i in range(16):
             path = tmp_path / f"{writer}{i}.json"
-            samples = tuple(float(j) + i for j in range(250))
+            samples = tuple(float(j) + i + 1 for j in range(250))
             path.write_text(dump([result(method=m, samples=samples, commit=f"{writer}{i}",
                                          time=f"2025-05-{i + 1:02d}T00:00:00+00:00")
                                   for m in ("source", "spack", "easybuild", "eessi")]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import jsonfile
+from .. import inputs, jsonfile, outputs
 from ..ab import judge, paired
 from ..ab import report as ab_report
 from ..errors import InputError
@@ -50,9 +50,19 @@ def link_findings(path: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Rejected input must not leave an earlier A/B section in --markdown and --html.
+    with outputs.replaced_on_failure("ab", markdown=[args.markdown], html=[args.html]):
+        return _judge(args)
+
+
+def _judge(args: argparse.Namespace) -> int:
     records = jsonfile.read(args.results, "A/B results file")
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise InputError(f"A/B results file {args.results} is not a list of result records")
+    for index, record in enumerate(records):
+        samples = record.get("samples") if isinstance(record.get("samples"), list) else []
+        inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples, record.get("reference"),
+                              f"A/B results file {args.results}: record #{index}")
     config = paired.PairedConfig(alpha=args.alpha, min_effect={m: args.min_effect for m in METRICS})
     noise = jsonfile.read(args.noise_probe, "noise probe record") if args.noise_probe else None
     links = link_findings(args.links) if args.links else None

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import jsonfile
+from .. import inputs, jsonfile
 from ..coll import algorithms, analysis, sweep
 from ..errors import OK, REGRESSION, InputError
 
@@ -42,6 +42,11 @@ def _records(paths: list[Path]) -> list:
         data = jsonfile.read(path, "results file")
         if not isinstance(data, list):
             raise InputError(f"results file {path} must hold a list of result records")
+        for index, record in enumerate(data):
+            if isinstance(record, dict):
+                samples = record.get("samples") if isinstance(record.get("samples"), list) else []
+                inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples,
+                                      record.get("reference"), f"results file {path}: result #{index}")
         records += data
     return records
 

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from .. import paths, report
+from .. import outputs, paths, report
 from ..errors import InputError
 from ..history import open_existing, read_results_file
 from ..report import junit, markdown, verdict_text
@@ -106,10 +106,12 @@ def print_table(data: report.ReportData) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = build_report(args, with_trends=False)
-    print_table(data)
-    if args.markdown:
-        markdown.write(data, args.markdown)
-    if args.junit:
-        junit.write(data, args.junit)
+    # Rejected input must not leave the previous run's "pass" in --markdown and --junit.
+    with outputs.replaced_on_failure("compare", markdown=[args.markdown], junit=[args.junit]):
+        data = build_report(args, with_trends=False)
+        print_table(data)
+        if args.markdown:
+            markdown.write(data, args.markdown)
+        if args.junit:
+            junit.write(data, args.junit)
     return data.exit_code

@@ -14,11 +14,12 @@ not be measured again, bad input), 3 Slurm.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import paths
+from .. import cancel, outputs, paths
 from ..ab import confirm
 from ..history import History, open_existing, read_results_file
 from ..names import PT2PT
@@ -65,7 +66,8 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, report_dir:
         folder = Path(report_dir) / f"{system}-{partition}"
         params = [dict(k.parameters) for k in pt2pt]
         run_checks(RunOptions(
-            system=system, partition=None if system == "local" else partition, report_dir=folder.resolve(),
+            system=system, partition=None if system == "local" else partition,
+            report_dir=Path(os.path.abspath(folder)),
             methods=sorted({k.method for k in pt2pt}), metrics=sorted({k.metric for k in pt2pt}),
             placements=sorted({str(p.get("placement")) for p in params}), families=["pt2pt"],
             repeat=max(plan.samples, 1), iterations=iterations, build_missing=False,
@@ -101,6 +103,13 @@ def confirmations(results: Sequence[Result], history: Optional[History], books: 
 
 
 def run(args: argparse.Namespace) -> int:
+    # Rejected input, a failed re-measurement or a cancelled one: --markdown says so, never an old outcome.
+    # A signal between two re-measurements ends confirm like one during a run (exit 6, no stale outcome).
+    with cancel.signals_cancel(), outputs.replaced_on_failure("confirm", markdown=[args.markdown]):
+        return _confirm(args)
+
+
+def _confirm(args: argparse.Namespace) -> int:
     config = gate_config(args)
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())

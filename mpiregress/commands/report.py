@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import paths
+from .. import outputs, paths
 from ..errors import OK
 from ..report import junit, markdown, verdict_text
 from .compare import add_gate_options, build_report
@@ -22,10 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..report import html  # matplotlib is only needed here, not by every mpiregress command
 
-    data = build_report(args, with_trends=True)
     out = args.out_dir or paths.reports_dir()
-    written = [html.write(data, out / "report.html"), markdown.write(data, out / "summary.md"),
-               junit.write(data, out / "junit.xml")]
+    # Rejected input must not leave the previous report's page, summary and JUnit in --out-dir.
+    with outputs.replaced_on_failure("report", html=[out / "report.html"], markdown=[out / "summary.md"],
+                                     junit=[out / "junit.xml"]):
+        data = build_report(args, with_trends=True)
+        written = [html.write(data, out / "report.html"), markdown.write(data, out / "summary.md"),
+                   junit.write(data, out / "junit.xml")]
     for path in written:
         print(f"wrote {path}")
     print(verdict_text.headline(data.pipeline_verdict))

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         families=_list(args.families) or [],
         collectives=_list(args.collectives), algorithms=_list(args.algorithms),
         iterations=args.iterations, setvars=list(args.setvar),
-        report_dir=(args.report_dir or paths.reports_dir() / args.system).resolve(),
+        # Not resolved: a report folder that is a symlink must reach the run to be refused there.
+        report_dir=Path(os.path.abspath(args.report_dir or paths.reports_dir() / args.system)),
         dry_run=args.dry_run, repeat=_repeat(args.repeat), repeat_auto=args.repeat == "auto",
         manifest_dir=(args.manifest_dir or paths.manifest_dir()).resolve(),
         baselines_dir=(args.baselines_dir or paths.baselines_dir()).resolve(),

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import jsonfile, paths
+from .. import cancel, jsonfile, outputs, paths
 from ..errors import InputError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
@@ -91,6 +91,15 @@ def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list]
 
 
 def run(args: argparse.Namespace) -> int:
+    out = args.out_dir
+    # Rejected input or a cancelled confirmation: no earlier pipeline's verdict stays in --out-dir.
+    with cancel.signals_cancel(), outputs.replaced_on_failure(
+            "verdict", html=[out / "report.html"], markdown=[out / "summary.md"], junit=[out / "junit.xml"]):
+        (out / "verdict.json").unlink(missing_ok=True)
+        return _verdict(args)
+
+
+def _verdict(args: argparse.Namespace) -> int:
     from ..report import html, junit, markdown, verdict_text
 
     changed = changed_paths(args.changed)

@@ -57,3 +57,33 @@ def only_library_segfaults(done: subprocess.CompletedProcess, report_dir: Path) 
         return False
     errors = [r for r in json.loads(results.read_text()) if r.get("status") == "error"]
     return bool(errors) and all(r.get("reason", "").endswith("died: Segmentation fault") for r in errors)
+
+
+def wide_baselines(directory: Path) -> Path:
+    """The repo's baselines with every band made very wide (latency 1000x, bandwidth down to 0.1 %).
+
+    A test about what a run does (builds, placements, reports) must not pass or fail on whether a
+    measurement on this shared, loaded machine met the repo's band (issue 20: four tests failed at
+    load 40). Values and provenance are kept; only the tolerances change.
+    """
+    import shutil
+
+    import yaml
+
+    shutil.copytree(REPO / "baselines", directory)
+
+    def widen(node):
+        if isinstance(node, dict):
+            if "value" in node and "tolerance" in node:
+                node["tolerance"] = 0.999 if "/s" in str(node.get("unit", "")) else 1000.0
+            for child in node.values():
+                widen(child)
+        elif isinstance(node, list):
+            for child in node:
+                widen(child)
+
+    for path in directory.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        widen(data)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return directory

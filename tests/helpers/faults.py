@@ -168,3 +168,5 @@ def stale_folder(folder: Path) -> None:
     (folder / "summary.md").write_text("# MPI regression: local\n\nall pass\n")
     (folder / "junit.xml").write_text('<testsuites><testsuite name="x" tests="1" failures="0"/></testsuites>\n')
     (folder / "status.json").write_text(json.dumps({"state": "finished", "exit_code": 0}))
+    # A run records what it wrote as its own; only those entries may the next run remove.
+    (folder / ".mpiregress-owned").write_text("results.json\nsummary.md\njunit.xml\nstatus.json\n")

@@ -1,0 +1,70 @@
+"""``mpiregress cancel``: cancel the Slurm jobs a run recorded, when the run could not (killed outright).
+
+A run records every Slurm job it submits in ``slurm-jobs.txt`` of its report folder, each tagged with
+the run's token (:mod:`mpiregress.cancel`). The pipeline's run, A/B, link, noise and sweep jobs call
+this in their ``after_script``, which GitLab runs also for a cancelled or timed-out job: the run gets
+``--wait`` seconds to end on its own (it cancels its jobs itself on SIGTERM), then every recorded job
+still queued under the run's token is cancelled by id. A job id now carrying another comment is never
+touched. Exit 0, also when there was nothing to cancel; 3 when Slurm cannot be asked.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from .. import paths
+from ..cancel import JOBS_FILE, JobRecord, cancel_jobs, queued_jobs
+from ..errors import INFRASTRUCTURE, OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cancel", help="cancel the Slurm jobs recorded by runs under report folders "
+                                      "(the pipeline's after_script)")
+    p.add_argument("folders", type=Path, nargs="*",
+                   help=f"report folders to search for {JOBS_FILE} (default: $MPIREGRESS_REPORTS_DIR or reports/)")
+    p.add_argument("--wait", type=float, default=30.0,
+                   help="seconds a run still running gets to end (and cancel its own jobs) first (default 30)")
+    p.set_defaults(func=run)
+
+
+def _running(folder: Path, pid: int) -> bool:
+    """Whether the run that wrote ``folder``'s record is still alive and says so in its status.json."""
+    try:
+        status = json.loads((folder / "status.json").read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return status.get("state") == "running" and status.get("pid") == pid
+
+
+def run(args: argparse.Namespace) -> int:
+    roots = args.folders or [paths.reports_dir()]
+    records = sorted({p for root in roots if Path(root).is_dir()
+                      for p in [*Path(root).glob(JOBS_FILE), *Path(root).rglob(f"*/{JOBS_FILE}")]})
+    if not records:
+        print(f"mpiregress cancel: no {JOBS_FILE} under {', '.join(map(str, roots))}: nothing to cancel")
+        return OK
+    code = OK
+    for path in records:
+        record = JobRecord.read(path)
+        deadline = time.monotonic() + max(args.wait, 0.0)
+        while _running(path.parent, record.pid) and time.monotonic() < deadline:
+            time.sleep(1)
+        env = dict(os.environ)
+        if record.slurm_conf and Path(record.slurm_conf).exists():
+            env["SLURM_CONF"] = record.slurm_conf
+        if queued_jobs(env, timeout=60) is None:
+            print(f"mpiregress cancel: error: Slurm cannot be asked about the jobs of {path}; "
+                  f"recorded: {', '.join(record.jobs) or 'none'}")
+            code = INFRASTRUCTURE
+            continue
+        cancelled, left = cancel_jobs(record.jobs, record.token, env)
+        if cancelled:
+            print(f"mpiregress cancel: {path}: cancelled Slurm job(s) {', '.join(cancelled)}"
+                  + (f"; still in the queue: {', '.join(left)}" if left else ""))
+        else:
+            print(f"mpiregress cancel: {path}: no job of this run is queued ({len(record.jobs)} recorded)")
+    return code

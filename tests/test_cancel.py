@@ -1,0 +1,143 @@
+"""A cancelled run stops everything it started (issue 20).
+
+SIGTERM, SIGINT and SIGHUP, to the run's PID or to its whole process group, on a real run on the
+test session's Slurm: the run's Slurm jobs leave the queue, no process of its group is left, the
+report says "cancelled" (exit 6) and nothing writes into the folder after the run ended. A run
+killed outright (SIGKILL) takes ReFrame with it, and `mpiregress cancel` cancels its recorded jobs.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import cancelrun
+from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
+from shared import REPO
+
+from mpiregress import cancel
+from mpiregress.errors import CANCELLED
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def built(pipeline, local_cluster, tmp_path_factory):  # noqa: F811
+    """The module's environment after one short run that built OSU (the cancelled runs reuse it)."""
+    done = mpiregress(pipeline, "--methods", "source", "--families", "pt2pt", "--metrics", "latency",
+                      "--placements", "same_numa", "--iterations", "50",
+                      report_dir=tmp_path_factory.mktemp("build-run"))
+    # Structure, not performance: the run finished and judged (a band is the baselines' business).
+    assert done.returncode in (0, 1), done.stderr[-1500:]
+    return pipeline, {**pipeline, **local_cluster.client_env()}
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["pid", "group"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signal_ends_the_run_and_everything_it_started(built, tmp_path, sig, to_group):
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        seen = cancelrun.cancel(proc, sig, to_group, slurm_env, report_dir, settle=5)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+    assert seen.code == CANCELLED, seen.output[-1500:]
+    assert seen.queue_empty_s is not None, f"job {job} of the run is still queued"
+    assert seen.left_processes == [], f"processes left in the run's group: {seen.left_processes}"
+    assert seen.state == "cancelled"
+    assert seen.summary.startswith("# MPI regression run CANCELLED (exit 6)")
+    assert seen.junit_error
+    assert job in seen.jobs, f"job {job} not recorded in {cancel.JOBS_FILE}: {seen.jobs}"
+    assert seen.changed_after == [], f"written after the run ended: {seen.changed_after}"
+    assert f"cancelled by {sig.name}" in seen.output
+    assert "Traceback" not in seen.output
+
+
+def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tmp_path):
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    # No grace for ReFrame: this run's own clean-up never runs (SIGKILL), the record must be enough.
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
+    try:
+        _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+
+
+def _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path):
+    job = cancelrun.wait_running(proc, slurm_env, report_dir)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while cancelrun.process_group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # ReFrame died with the run (PR_SET_PDEATHSIG): nothing of its group is left.
+    assert cancelrun.process_group_members(proc.pid) == []
+    assert job in cancelrun.queued(slurm_env, report_dir), "the killed run's job should still be queued"
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(tmp_path), "--wait", "0"],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"cancelled Slurm job(s) {job}" in done.stdout
+    assert cancelrun.queued(slurm_env, report_dir) == []
+
+
+def test_mpiregress_cancel_never_touches_a_job_of_another_comment(built, tmp_path):
+    env, slurm_env = built
+    # A job of someone else whose id a stale record names: it must stay queued.
+    other = subprocess.run(["sbatch", "--parsable", "-n1", "--comment=someone-else", "--wrap", "sleep 120"],
+                           env=slurm_env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    job = other.stdout.strip().split(";")[0]
+    try:
+        folder = tmp_path / "old-run"
+        folder.mkdir()
+        record = cancel.JobRecord("mpiregress-0000", 999999, slurm_env["SLURM_CONF"], [job])
+        (folder / cancel.JOBS_FILE).write_text(record.header() + f"{job}\n")
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(folder), "--wait", "0"],
+                              env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "no job of this run is queued" in done.stdout
+        assert job in (cancel.queued_jobs(slurm_env) or {})
+    finally:
+        subprocess.run(["scancel", job], env=slurm_env, timeout=30)
+
+
+def test_signals_raise_cancelled_once_and_later_ones_are_ignored():
+    with pytest.raises(cancel.Cancelled) as caught:
+        with cancel.signals_cancel():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(1)
+    assert caught.value.sentence == "cancelled by SIGHUP"
+    # The handlers are back: a later SIGHUP would end the process by default.
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def test_the_job_record_reads_back_what_the_run_wrote(tmp_path):
+    record = cancel.JobRecord("mpiregress-abc", 42, "/x/slurm.conf")
+    path = tmp_path / cancel.JOBS_FILE
+    path.write_text(record.header() + "17\n18\n")
+    back = cancel.JobRecord.read(path)
+    assert (back.token, back.pid, back.slurm_conf, back.jobs) == ("mpiregress-abc", 42, "/x/slurm.conf", ["17", "18"])
+
+
+def test_stop_ends_what_the_child_started_in_a_session_of_its_own(tmp_path):
+    """ReFrame's local scheduler (inside a CI allocation) starts each job in its own session: it goes too."""
+    pid_file = tmp_path / "pid"
+    children = cancel.RunChildren(None, dict(os.environ), watch=False)
+    # A child that ignores SIGTERM and leaves a grandchild in a new session (as `setsid` does).
+    proc = children.popen(["bash", "-c", f"trap '' TERM; setsid sleep 600 & echo $! > {pid_file}; wait"])
+    deadline = time.monotonic() + 20
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    grandchild = int(pid_file.read_text())
+    said = children.stop(grace=1)
+    assert proc.poll() is not None
+    assert any("killed after 1 s" in s for s in said)
+    assert any("left behind killed" in s and str(grandchild) in s for s in said), said
+    time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{grandchild}") or "Z" in open(f"/proc/{grandchild}/stat").read().split(")")[1][:3]

@@ -1,0 +1,143 @@
+"""Physical validity at every reader (issue 20): a value no measurement can have is refused in one
+sentence (exit 2) by the results reader (compare, report, confirm), the history import and
+the history itself; so is a results file holding one series twice."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.faults import GOOD_RESULT, cli, sentence
+from mpiregress import history, inputs
+from mpiregress.errors import InputError
+from mpiregress.names import METRICS
+from mpiregress.results import Result
+
+BANDWIDTH = dict(GOOD_RESULT, metric="bandwidth", benchmark="osu_bw", unit="MB/s", value=9000.0, samples=[9000.0],
+                 parameters={"placement": "same_numa", "size": 1048576})
+EFFICIENCY = dict(GOOD_RESULT, metric="efficiency", benchmark="fwq", unit="", value=0.98, samples=[0.98],
+                  parameters={"node": "node1", "layout": "all_cores"})
+
+impossible_rate = st.one_of(st.floats(max_value=0.0, allow_nan=False), st.just(math.nan), st.just(math.inf),
+                            st.just(-math.inf))
+impossible_efficiency = st.one_of(st.floats(max_value=0.0, allow_nan=False),
+                                  st.floats(min_value=1.0, exclude_min=True, allow_infinity=True), st.just(math.nan))
+
+
+def _write(tmp_path, records, name="r.json"):
+    path = tmp_path / name
+    # allow_nan: the writer may be anything; the reader must refuse NaN and Infinity itself.
+    path.write_text(json.dumps(records, allow_nan=True))
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=impossible_rate, base=st.sampled_from([GOOD_RESULT, BANDWIDTH]),
+       where=st.sampled_from(["value", "sample", "reference"]))
+def test_a_latency_or_bandwidth_that_is_not_positive_and_finite_is_refused(tmp_path_factory, value, base, where):
+    record = dict(base)
+    if where == "value":
+        record.update(value=value, samples=[])
+    elif where == "sample":
+        record["samples"] = [base["value"], value]
+    else:
+        record["reference"] = value
+    path = _write(tmp_path_factory.mktemp("r"), [record])
+    with pytest.raises(InputError) as err:
+        inputs.read_results(path)
+    said = str(err.value)
+    assert said.startswith(f"results file {path}: result #0") and "\n" not in said
+    if math.isfinite(value):
+        assert f"{base['metric']} {value:g} {base['unit']} is impossible: it must be above zero" in said
+    else:   # refused already as a field that must hold finite numbers
+        assert "finite number" in said
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=impossible_efficiency)
+def test_an_efficiency_outside_zero_to_one_is_refused(tmp_path_factory, value):
+    path = _write(tmp_path_factory.mktemp("r"), [dict(EFFICIENCY, value=value, samples=[])])
+    with pytest.raises(InputError, match=r"result #0"):
+        inputs.read_results(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(latency=st.floats(min_value=1e-3, max_value=1e7), bandwidth=st.floats(min_value=1e-3, max_value=1e7),
+       efficiency=st.floats(min_value=1e-6, max_value=1.0))
+def test_every_possible_value_is_accepted(tmp_path_factory, latency, bandwidth, efficiency):
+    path = _write(tmp_path_factory.mktemp("r"), [dict(GOOD_RESULT, value=latency, samples=[latency]),
+                                                 dict(BANDWIDTH, value=bandwidth, samples=[bandwidth]),
+                                                 dict(EFFICIENCY, value=efficiency, samples=[efficiency])])
+    assert [r.metric for r in inputs.read_results(path)] == ["latency", "bandwidth", "efficiency"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(copies=st.integers(min_value=2, max_value=400), at=st.integers(min_value=0, max_value=3))
+def test_a_series_repeated_in_one_results_file_is_refused(tmp_path_factory, copies, at):
+    others = [dict(GOOD_RESULT, parameters={"placement": p, "size": 8192})
+              for p in ("cross_numa", "cross_socket", "cross_node")]
+    records = others[:at] + [GOOD_RESULT] * copies + others[at:]
+    path = _write(tmp_path_factory.mktemp("r"), records)
+    with pytest.raises(InputError) as err:
+        inputs.read_results(path)
+    assert f"result #{at + 1} repeats the series local/batch source" in str(err.value)
+    assert f"of result #{at} ({copies} records of it)" in str(err.value)
+
+
+def test_ab_samples_of_one_series_are_not_duplicates(tmp_path):
+    samples = [dict(GOOD_RESULT, conditions={"ab_side": side, "ab_pair": pair, "ab_position": 2 * pair + (side == "B")})
+               for pair in range(3) for side in "AB"]
+    assert len(inputs.read_results(_write(tmp_path, samples))) == 6
+    with pytest.raises(InputError, match="repeats the series"):
+        inputs.read_results(_write(tmp_path, samples + samples[:1], "dup.json"))
+
+
+def test_the_history_refuses_an_impossible_value_from_any_caller(tmp_path):
+    bad = Result(**dict(BANDWIDTH, value=-5.0, samples=[-5.0]))
+    with history.open_history(tmp_path / "h.sqlite") as db:
+        with pytest.raises(InputError, match="bandwidth -5 MB/s is impossible: it must be above zero"):
+            db.import_results([bad], run_id="r1")
+        assert db.export_csv(open(os.devnull, "w")) == 0
+
+
+@pytest.mark.parametrize("record, said", [
+    (dict(BANDWIDTH, value=-5.0, samples=[-5.0]), "bandwidth -5 MB/s is impossible: it must be above zero"),
+    (dict(EFFICIENCY, value=1.5, samples=[1.5]), "efficiency 1.5 is impossible: it must be at most 1"),
+])
+def test_history_import_and_compare_refuse_in_one_sentence(tmp_path, record, said):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    path = _write(tmp_path, [record])
+    for argv in (["history", "import", "--db", str(tmp_path / "h.sqlite"), str(path)],
+                 ["compare", str(path), "--db", str(tmp_path / "h.sqlite")]):
+        done = cli(argv, env)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert said in sentence(done) and "Traceback" not in done.stderr
+        assert len([ln for ln in done.stderr.splitlines() if ln.strip()]) == 1
+
+
+def test_history_import_refuses_a_file_holding_one_result_many_times(tmp_path):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    path = _write(tmp_path, [GOOD_RESULT] * 5000)
+    done = cli(["history", "import", "--db", str(tmp_path / "h.sqlite"), str(path)], env)
+    assert done.returncode == 2 and "(5000 records of it)" in sentence(done), done.stderr
+
+
+def test_every_metric_has_a_physical_rule():
+    assert all(spec.impossible(-1.0) for spec in METRICS.values())
+    assert all(spec.impossible(math.nan) for spec in METRICS.values())
+
+
+@pytest.mark.parametrize("argv", [["ab"], ["coll", "verify"]])
+def test_the_ab_and_collective_readers_refuse_an_impossible_value_too(tmp_path, argv):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    record = dict(GOOD_RESULT, value=-5.0, samples=[-5.0], conditions={"ab_side": "A", "ab_pair": 0})
+    path = _write(tmp_path, [record])
+    done = cli([*argv, str(path)], env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "#0: value: latency -5 us is impossible: it must be above zero" in sentence(done)
