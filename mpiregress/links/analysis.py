@@ -52,6 +52,9 @@ class Thresholds:
     statistic: str = "median"  # per-pair value judged: median, mean or min of its iterations
     z: float = 5.0           # and at least this many robust sigmas away
     majority: float = 0.5    # a rank with more than this fraction of slow pairs is bad
+    # Metrics judged (both are always measured and recorded). A host whose scheduler decides
+    # every small message's time (an oversubscribed shared machine) judges bandwidth only.
+    metrics: tuple[str, ...] = ("latency", "bandwidth")
 
 
 @dataclass
@@ -302,6 +305,8 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             else:
                 limit = np.maximum(med_of * thresholds.ratio, med_of + thresholds.z * sig_of)
             slow = _beyond(values, kind, kind_count, limit, higher_better)
+        if metric not in thresholds.metrics:
+            slow = np.zeros(values.shape, dtype=bool)
         idx = np.flatnonzero(slow)
         ratio, z = _badness(values[idx], med_of[kind[idx]], sig_of[kind[idx]], higher_better)
         stats[metric] = (ratio, z, idx, med_of, sig_of)
