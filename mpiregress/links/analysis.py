@@ -4,7 +4,7 @@ Every pair is compared with the typical pair of its own kind (intra-node,
 same-switch, inter-switch, or inter-node without a topology file) by robust
 statistics: the better quartile of that kind and the spread of its better half
 (``_robust_centre``: a fault on one node of four hurts half the inter-node pairs). A pair is slow in a metric when
-it is both ``ratio`` times worse than the median AND ``z`` robust sigmas away
+it is both ``ratio`` times worse than the typical pair AND ``z`` robust sigmas away
 (the ratio keeps a very tight kind from flagging harmless jitter, the z keeps a
 noisy kind from flagging its own spread).
 
