@@ -118,7 +118,8 @@ class LinktestCheck(OsuCheckBase):
     def measure(self, out, err):
         thresholds = analysis.Thresholds(ratio=float(self.site.get('ratio', 2.0)),
                                          z=float(self.site.get('z', 5.0)),
-                                         statistic=str(self.site.get('statistic', 'median')))
+                                         statistic=str(self.site.get('statistic', 'median')),
+                                         metrics=tuple(self.site.get('metrics', analysis.METRICS)))
         try:
             judged = judge.judge_file(Path(self.stagedir) / judge.RESULTS_FILE, self.output_dir(), thresholds,
                                       switches=self.switches or self.site.get('switches'), focus=','.join(

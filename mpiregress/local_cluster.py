@@ -1,8 +1,18 @@
 """The `local` system: a real Slurm on this host, started and stopped by the project.
 
-One munged (as the munge user, with its own key and socket), one slurmctld and two
-slurmd "nodes" (``slurmd -N node1``/``node2``) all live under one state folder
-(default ``var/local-cluster``): config, keys, spool, logs and pid files. Daemons
+One munged (as the munge user, with its own key and socket), one slurmctld and N
+slurmd nodes all live under one state folder (default ``var/local-cluster``): config,
+keys, spool, logs and pid files. How the nodes are made is data, the ``cluster:``
+section of systems/local.yaml (``nodes``, ``network``):
+
+- ``namespaces``: each node in its own network and UTS namespace (``netns``), with its
+  own hostname (node1 ... nodeN) and address on a bridge, its own slurmd; slurmctld
+  answers on the bridge's host address, munged's socket is a file all namespaces
+  reach. OpenMPI then pairs ranks by hostname as on a cluster: shared memory inside a
+  node, TCP over the veths between nodes; and a link's faults are real (``netns``).
+- ``one-host``: every slurmd on this host's network and hostname (``slurmd -N nodeI``,
+  ``NodeAddr=127.0.0.1``); for hosts where namespaces cannot be made.
+ Daemons
 and clients find the config through ``SLURM_CONF``; nothing goes to /etc. Ports
 are picked free at each cold start, so the test suite's cluster and a
 developer's cluster can run side by side. Daemons are stopped by the PIDs in
@@ -24,11 +34,14 @@ from typing import Any, Optional
 
 import jinja2
 
-from . import locks, paths
-from .errors import InfrastructureError
+from . import locks, netns, paths
+from .errors import InfrastructureError, InputError, NotAvailableError
 from .microarch import host_target
 
+# The one-host layout's nodes (the default when systems/local.yaml says nothing).
 NODES: tuple[str, ...] = ("node1", "node2")
+NETWORKS = ("namespaces", "one-host")
+MAX_NODES = 16
 PARTITION = "batch"
 TEMPLATE_DIR = paths.REPO_ROOT / "ci" / "local-cluster"
 START_HINT = "for the local system run 'mpiregress cluster start'"
@@ -49,6 +62,25 @@ MAX_SOCKET_PATH = 100
 # Held (flock) by a run for as long as it uses the cluster: start never restarts a cluster
 # under a run, and a second run on the same state folder is refused.
 IN_USE_LOCK = "in-use.lock"
+
+
+def layout_settings() -> tuple[int, str]:
+    """(nodes, network) of the ``cluster:`` section of systems/local.yaml (2, one-host without it)."""
+    from . import systems
+
+    try:
+        data = systems.get("local").data.get("cluster") or {}
+    except InputError:
+        data = {}
+    return _checked_layout(data.get("nodes", len(NODES)), data.get("network", "one-host"))
+
+
+def _checked_layout(nodes: Any, network: Any) -> tuple[int, str]:
+    if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise InputError(f"the local cluster's node count must be 1 to {MAX_NODES}, not {nodes!r}")
+    if network not in NETWORKS:
+        raise InputError(f"the local cluster's network must be one of {', '.join(NETWORKS)}, not {network!r}")
+    return nodes, str(network)
 
 
 def default_state_dir() -> Path:
@@ -205,9 +237,14 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 class LocalCluster:
-    """A one-host Slurm (munged, slurmctld, slurmd node1 and node2) under ``state_dir``."""
+    """A Slurm on this host (munged, slurmctld, slurmd node1 ... nodeN) under ``state_dir``.
 
-    def __init__(self, state_dir: Optional[Path] = None) -> None:
+    ``nodes``/``network``: the layout of the next cold start (default: systems/local.yaml).
+    A cluster already started keeps the layout recorded in its state folder until stopped.
+    """
+
+    def __init__(self, state_dir: Optional[Path] = None, nodes: Optional[int] = None,
+                 network: Optional[str] = None) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.etc = self.state_dir / "etc"
         self.slurm_conf = self.etc / "slurm.conf"
@@ -215,7 +252,35 @@ class LocalCluster:
         self.munge_socket = self.munge_dir / "munge.socket"
         self.info_file = self.state_dir / "cluster.json"
         self.lock_file = self.state_dir / IN_USE_LOCK
+        self.faults_file = self.state_dir / "faults.json"
         self._claim: Optional[int] = None
+        recorded = self._recorded_layout()
+        if recorded and nodes is None and network is None:
+            self.node_names, self.network_mode = recorded
+        else:
+            default_nodes, default_network = layout_settings() if nodes is None or network is None else (0, "")
+            count, self.network_mode = _checked_layout(nodes if nodes is not None else default_nodes,
+                                                       network if network is not None else default_network)
+            self.node_names = tuple(f"node{i}" for i in range(1, count + 1))
+
+    def _recorded_layout(self) -> Optional[tuple[tuple[str, ...], str]]:
+        """The nodes and network of the cluster last started in this folder (None: never, or stopped)."""
+        try:
+            info = json.loads(self.info_file.read_text())
+            return tuple(info["nodes"]), str(info["network"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def network(self) -> Optional[netns.Network]:
+        """The namespaces, veths and bridge of this cluster (None in the one-host layout)."""
+        if self.network_mode != "namespaces":
+            return None
+        try:
+            octet = int(json.loads(self.info_file.read_text())["third_octet"])
+        except (OSError, ValueError, KeyError, TypeError):
+            octet = 0
+        return netns.Network(netns.tag_of(self.state_dir), self.node_names, octet)
 
     # -- what is where ------------------------------------------------------
     def daemons(self) -> dict[str, dict]:
@@ -227,7 +292,7 @@ class LocalCluster:
             "slurmctld": {"exe": "slurmctld", "pid_file": run / "slurmctld.pid",
                           "logs": [log / "slurmctld.log", log / "slurmctld.out"]},
         }
-        for node in NODES:
+        for node in self.node_names:
             table[f"slurmd-{node}"] = {"exe": "slurmd", "pid_file": run / f"slurmd-{node}.pid",
                                        "logs": [log / f"slurmd-{node}.log", log / f"slurmd-{node}.out"]}
         return table
@@ -291,7 +356,7 @@ class LocalCluster:
     def nodes(self) -> dict[str, dict]:
         """Node name -> state, features and CPUs as sinfo reports them ({} when Slurm is down)."""
         try:
-            proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%f|%c"], capture_output=True,
+            proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%f|%c|%n|%o"], capture_output=True,
                                   text=True, timeout=10, env={**os.environ, **self.client_env()})
         except (OSError, subprocess.TimeoutExpired):
             return {}
@@ -299,9 +364,9 @@ class LocalCluster:
             return {}
         found = {}
         for line in proc.stdout.splitlines():
-            name, state, features, cpus = line.split("|")
+            name, state, features, cpus, hostname, addr = line.split("|")
             found[name] = {"state": state.rstrip("*~#!%$@^-"), "features": features.split(","),
-                           "cpus": int(cpus)}
+                           "cpus": int(cpus), "hostname": hostname, "addr": addr}
         return found
 
     def status(self) -> dict:
@@ -318,12 +383,12 @@ class LocalCluster:
         message = message.replace(START_HINT, self.start_hint())
         nodes = self.nodes() if reachable else {}
         up = (reachable and all(d["alive"] for d in daemons.values())
-              and all(nodes.get(n, {}).get("state") in USABLE_STATES for n in NODES))
+              and all(nodes.get(n, {}).get("state") in USABLE_STATES for n in self.node_names))
         if reachable and not up:
             message = "the local cluster is only partly up: " + ", ".join(
                 [f"{k} is not running" for k, v in daemons.items() if not v["alive"]]
                 + [f"{n} is {nodes.get(n, {}).get('state', 'missing')}"
-                   for n in NODES if nodes.get(n, {}).get("state") not in USABLE_STATES])
+                   for n in self.node_names if nodes.get(n, {}).get("state") not in USABLE_STATES])
             message += f"; {self.start_hint()}"
         try:
             info = json.loads(self.info_file.read_text())
@@ -331,7 +396,7 @@ class LocalCluster:
             info = {}
         return {"up": up, "message": message, "state_dir": str(self.state_dir),
                 "slurm_conf": str(self.slurm_conf), "ports": info.get("ports", {}),
-                "daemons": daemons, "nodes": nodes}
+                "network": self.network_mode, "daemons": daemons, "nodes": nodes, "faults": self.faults()}
 
     # -- start --------------------------------------------------------------
     def start(self, timeout: float = 30) -> bool:
@@ -351,17 +416,37 @@ class LocalCluster:
         if user:
             raise InfrastructureError(f"the local cluster in {self.state_dir} is not healthy ({status['message']}) "
                                       f"but a run is using it ({user}); it is not restarted under that run")
+        recorded = self._recorded_layout()
+        if recorded and recorded != (self.node_names, self.network_mode):
+            LocalCluster(self.state_dir).stop()   # the earlier layout's daemons and network
         self.stop()
-        self._prepare()
-        self._start_munged(timeout)
-        self._start_daemon("slurmctld", ["slurmctld"], timeout)
-        self._wait(lambda: slurm_reachable(self.client_env(), timeout=5)[0], timeout,
-                   "slurmctld does not answer scontrol ping", "slurmctld")
-        for node in NODES:
-            self._start_daemon(f"slurmd-{node}", ["slurmd", "-N", node], timeout)
-        self._wait(lambda: all(self.nodes().get(n, {}).get("state") == "idle" for n in NODES),
-                   timeout, f"nodes {', '.join(NODES)} did not become idle", "slurmctld")
+        if self.network_mode == "namespaces":
+            why = netns.unavailable()
+            if why:
+                raise InfrastructureError(f"cannot give the local cluster's nodes their own network: {why}; "
+                                          f"set cluster.network: one-host in systems/local.yaml to run them "
+                                          f"on this host's network")
+        try:
+            self._prepare()
+            self._start_munged(timeout)
+            self._start_daemon("slurmctld", ["slurmctld"], timeout)
+            self._wait(lambda: slurm_reachable(self.client_env(), timeout=5)[0], timeout,
+                       "slurmctld does not answer scontrol ping", "slurmctld")
+            for node in self.node_names:
+                self._start_slurmd(node, timeout)
+            self._wait(lambda: all(self.nodes().get(n, {}).get("state") == "idle" for n in self.node_names),
+                       timeout, f"nodes {', '.join(self.node_names)} did not become idle", "slurmctld")
+        except BaseException:
+            # Nothing half-made is left behind: daemons by PID, then the namespaces and bridge by name.
+            self.stop(force=True)
+            raise
         return True
+
+    def _start_slurmd(self, node: str, timeout: float) -> None:
+        """slurmd of ``node``: inside its namespaces under its own hostname, or ``slurmd -N`` on this host."""
+        network = self.network
+        argv = network.enter(node) + ["slurmd"] if network else ["slurmd", "-N", node]
+        self._start_daemon(f"slurmd-{node}", argv, timeout)
 
     def _check_prerequisites(self) -> None:
         missing = [f"{tool} ({pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not shutil.which(tool)]
@@ -393,20 +478,38 @@ class LocalCluster:
         self.state_dir.chmod(0o755)  # munged (as munge) must pass through it to its folder
         for sub in ("spool", "run", "log", "tmp"):
             shutil.rmtree(self.state_dir / sub, ignore_errors=True)
-        for sub in ("etc", "run", "log", "spool/slurmctld", *(f"spool/slurmd-{n}" for n in NODES),
-                    *(f"tmp/node-{n}" for n in NODES)):
+        for sub in ("etc", "run", "log", "spool/slurmctld", *(f"spool/slurmd-{n}" for n in self.node_names),
+                    *(f"tmp/node-{n}" for n in self.node_names)):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._prepare_munge()
+        self.faults_file.unlink(missing_ok=True)
         topo = host_topology()
-        ports = _free_ports(1 + len(NODES))
+        ports = _free_ports(1 + len(self.node_names))
+        hostname = socket.gethostname().split(".")[0]
+        layout: dict[str, Any] = {"nodes": list(self.node_names), "network": self.network_mode}
+        if self.network_mode == "namespaces":
+            tag = netns.tag_of(self.state_dir)
+            layout["third_octet"] = netns.pick_third_octet(tag)
+            network = netns.Network(tag, self.node_names, layout["third_octet"])
+            # Recorded before the first interface exists: stop() must find what up() makes.
+            self.info_file.write_text(json.dumps(layout) + "\n")
+            network.up()
+            controller = network.gateway
+            nodes = [{"name": n, "port": p, "hostname": n, "addr": network.address(n)}
+                     for n, p in zip(self.node_names, ports[1:])]
+        else:
+            controller = "127.0.0.1"
+            nodes = [{"name": n, "port": p, "hostname": hostname, "addr": "127.0.0.1"}
+                     for n, p in zip(self.node_names, ports[1:])]
         context = {
-            "hostname": socket.gethostname().split(".")[0],
+            "hostname": hostname,
+            "controller_addr": controller,
             "slurmctld_port": ports[0],
             # Job ids stay distinct between clusters on one host (see the template).
             "first_job_id": ports[0] * 1000,
             "munge_socket": self.munge_socket,
             "state": self.state_dir, "etc": self.etc,
-            "nodes": [{"name": n, "port": p} for n, p in zip(NODES, ports[1:])],
+            "nodes": nodes,
             "partition": PARTITION,
             "features": [host_target(), "local"],
             **topo,
@@ -417,7 +520,7 @@ class LocalCluster:
         self.slurm_conf.write_text(env.get_template("slurm.conf.j2").render(**context))
         (self.etc / "plugstack.conf").write_text("# no SPANK plugins on the local cluster\n")
         self.info_file.write_text(json.dumps({
-            "ports": {"slurmctld": ports[0], **{n: p for n, p in zip(NODES, ports[1:])}},
+            **layout, "ports": {"slurmctld": ports[0], **{n: p for n, p in zip(self.node_names, ports[1:])}},
             "features": context["features"], "topology": topo}, indent=2) + "\n")
 
     def _prepare_munge(self) -> None:
@@ -516,25 +619,85 @@ class LocalCluster:
             self._cancel_jobs()
         stopped = []
         # Reverse start order: slurmd first, munged (which the others need) last.
-        for name, d in reversed(list(self.daemons().items())):
-            pid = self._pid(name)
+        for name in reversed(list(self.daemons())):
+            pid = self._stop_daemon(name, timeout)
             if pid is not None:
-                for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
-                    try:
-                        os.kill(pid, sig)
-                    except ProcessLookupError:
-                        break
-                    deadline = time.monotonic() + wait
-                    while _pid_alive(pid, d["exe"]) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                    if not _pid_alive(pid, d["exe"]):
-                        break
-                else:
-                    raise InfrastructureError(f"{name} (PID {pid}) survived SIGKILL; {self._log_tails(name)}")
                 stopped.append(pid)
-            # The daemon is gone: its pid file must not name a PID a new process may get.
-            d["pid_file"].unlink(missing_ok=True)
-        return stopped + self._kill_step_daemons()
+        stopped += self._kill_step_daemons()
+        network = self.network
+        if network is not None:
+            network.down()
+        self.faults_file.unlink(missing_ok=True)
+        # The layout is no longer in force: the next cluster here follows systems/local.yaml.
+        self.info_file.unlink(missing_ok=True)
+        return stopped
+
+    def _stop_daemon(self, name: str, timeout: float) -> Optional[int]:
+        """SIGTERM (then SIGKILL) daemon ``name`` by the PID in its pid file; the PID stopped, or None."""
+        d = self.daemons()[name]
+        pid = self._pid(name)
+        if pid is not None:
+            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + wait
+                while _pid_alive(pid, d["exe"]) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if not _pid_alive(pid, d["exe"]):
+                    break
+            else:
+                raise InfrastructureError(f"{name} (PID {pid}) survived SIGKILL; {self._log_tails(name)}")
+        # The daemon is gone: its pid file must not name a PID a new process may get.
+        d["pid_file"].unlink(missing_ok=True)
+        return pid
+
+    # -- faults (the namespaces layout) --------------------------------------
+    def faults(self) -> list[str]:
+        """The faults in force, as sentences, oldest first."""
+        try:
+            return [str(f) for f in json.loads(self.faults_file.read_text())]
+        except (OSError, ValueError, TypeError):
+            return []
+
+    def _fault_network(self) -> netns.Network:
+        network = self.network
+        if network is None:
+            raise NotAvailableError(f"the local cluster in {self.state_dir} runs its nodes on this host's network "
+                                    f"(cluster.network: one-host), where a link cannot be faulted on its own")
+        if not network.exists():
+            raise InfrastructureError(f"the local cluster in {self.state_dir} is not running; {self.start_hint()}")
+        return network
+
+    def fault(self, kind: str, node: str, rate: Optional[str] = None, peer: Optional[str] = None) -> str:
+        """Inject a real fault: ``rate`` (tbf/htb on the node's link or one link), ``down`` (its link),
+        ``stop`` (its slurmd). Undone by :meth:`clear_faults` or :meth:`stop`. Returns a sentence."""
+        network = self._fault_network()
+        if kind == "rate":
+            if not rate:
+                raise InputError("a rate fault needs a rate such as 100mbit")
+            said = network.limit_rate(node, rate, peer)
+        elif kind == "down":
+            said = network.set_link(node, up=False)
+        elif kind == "stop":
+            pid = self._stop_daemon(f"slurmd-{network.node(node)}", 20)
+            said = f"{node}'s slurmd stopped" + (f" (PID {pid})" if pid else " (it was not running)")
+        else:
+            raise InputError(f"unknown fault {kind!r} (rate, down, stop)")
+        self.faults_file.write_text(json.dumps(self.faults() + [said]) + "\n")
+        return said
+
+    def clear_faults(self, timeout: float = 30) -> list[str]:
+        """Every limit removed, every link up, every stopped slurmd started again; what was undone."""
+        network = self._fault_network()
+        undone = network.clear()
+        for node in self.node_names:
+            if self._pid(f"slurmd-{node}") is None:
+                self._start_slurmd(node, timeout)
+                undone.append(f"{node}: slurmd started again")
+        self.faults_file.unlink(missing_ok=True)
+        return undone
 
     def step_daemons(self) -> list[int]:
         """PIDs of the slurmstepd processes of this cluster (their environment names its slurm.conf)."""

@@ -89,20 +89,74 @@ def test_bad_link_needs_both_ends_fine_and_a_slow_retest() -> None:
     assert link.ratio_first > 8 and link.ratio_second is not None and link.ratio_second > 8
 
 
-def test_slow_pairs_meeting_at_one_rank_name_that_rank_not_several_links() -> None:
-    # A CPU hog on rank 6's core (benchmarks/links_cpu_hog.py) slowed 3 of its 7 pairs: not most of
-    # them, but every other end is fine with everyone else, so the shared end is the fault.
+def test_slow_pairs_meeting_at_one_rank_are_bad_links_until_most_of_its_pairs_are() -> None:
+    # One rule everywhere: a node is bad only when most of its links are. Three slow pairs of 7
+    # at rank 6 are three bad links; a fourth makes most of them slow, and then the node is bad.
     result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (3, 6), (2, 6)]))
+    assert result.bad_nodes == []
+    assert {(s.rank_a, s.rank_b) for s in result.bad_links} == {(1, 6), (3, 6), (2, 6)}
+    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (3, 6), (2, 6), (0, 6)]))
     assert [(b.node, b.metric, b.ranks, b.slow_pairs, b.pairs) for b in result.bad_nodes] == [
-        ("n06", "latency", [6], 3, 7), ("n06", "bandwidth", [6], 3, 7)]
+        ("n06", "latency", [6], 4, 7), ("n06", "bandwidth", [6], 4, 7)]
     assert result.bad_links == [] and {s.attribution for s in result.slow} == {"bad node"}
-    assert result.bad_nodes[0].sentence().startswith("bad node n06 (rank 6): latency slow in 3 of its 7 pairs, ")
-    # Two slow links that share no rank stay two bad links; so do two that share one when one of
-    # the other ends is slow elsewhere too (the shared end no longer explains them all).
+    assert result.bad_nodes[0].sentence().startswith("bad node n06 (rank 6): latency slow in 4 of its 7 pairs, ")
     result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (2, 5)]))
     assert result.bad_nodes == [] and {(s.rank_a, s.rank_b) for s in result.bad_links} == {(1, 6), (2, 5)}
-    result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (3, 6), (1, 4)]))
-    assert result.bad_nodes == [] and {(s.rank_a, s.rank_b) for s in result.bad_links} == {(1, 6), (3, 6), (1, 4)}
+
+
+HOSTS_4X4 = [f"node{i // 4 + 1}" for i in range(16)]   # the local cluster: 4 nodes x 4 ranks
+
+
+def slow_down(run: resultsfile.LinkRun, pairs: list[tuple[int, int]], add_us: float = 0.0,
+              bw_factor: float = 1.0) -> resultsfile.LinkRun:
+    """A real fault on ``pairs``: latency ``add_us`` higher, bandwidth ``bw_factor`` of what it was,
+    at every measurement (main and re-test)."""
+    for records in (run.main, run.retest):
+        for x, y in pairs:
+            sel = (records["rank_a"] == min(x, y)) & (records["rank_b"] == max(x, y))
+            for field in ("lat_us", "lat_median_us", "lat_min_us"):
+                records[field][sel] += add_us
+            for field in ("bw_mbs", "bw_median_mbs", "bw_max_mbs"):
+                records[field][sel] *= bw_factor
+    return run
+
+
+def pairs_between(hosts: list[str], one: str, other: str | None = None) -> list[tuple[int, int]]:
+    """Rank pairs between node ``one`` and ``other`` (every other node when None)."""
+    return [(a, b) for a in range(len(hosts)) for b in range(a + 1, len(hosts))
+            if (hosts[a] == one) != (hosts[b] == one) and (other is None or other in (hosts[a], hosts[b]))]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_one_slow_pair_of_2_ms_is_a_bad_link_never_a_bad_node(seed: int) -> None:
+    # The outside tester's case: ranks 1 and 4 (node1, node2) 2 ms apart on a ~7 us link.
+    run = slow_down(make_run(HOSTS_4X4, seed=seed, inter_us=6.8), [(1, 4)], add_us=2000)
+    result = analysis.analyse(run)
+    assert result.bad_nodes == []
+    assert {(s.rank_a, s.rank_b, s.metric) for s in result.bad_links} == {(1, 4, "latency")}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_slowed_2_ms_on_every_link_names_its_node(seed: int) -> None:
+    run = slow_down(make_run(HOSTS_4X4, seed=seed, inter_us=6.8), [(2, r) for r in range(16) if r != 2],
+                    add_us=2000)
+    result = analysis.analyse(run)
+    assert [(b.node, b.ranks) for b in result.bad_nodes if b.metric == "latency"] == [("node1", [2])]
+    assert result.bad_links == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_link_limited_to_a_quarter_is_a_bad_link_and_a_node_limited_to_a_quarter_is_a_bad_node(seed: int) -> None:
+    link = slow_down(make_run(HOSTS_4X4, seed=seed), pairs_between(HOSTS_4X4, "node1", "node3"), bw_factor=0.25)
+    result = analysis.analyse(link)
+    assert result.bad_nodes == []
+    assert {(s.node_a, s.node_b) for s in result.bad_links} == {("node1", "node3")}
+    assert {s.metric for s in result.bad_links} == {"bandwidth"}
+    node = slow_down(make_run(HOSTS_4X4, seed=seed), pairs_between(HOSTS_4X4, "node2"), bw_factor=0.25)
+    result = analysis.analyse(node)
+    assert {b.node for b in result.bad_nodes} == {"node2"} and result.bad_links == []
+    # Most of a limited node's pairs are slow (12 of 15 per rank), not all: its intra-node ones are fine.
+    assert {(b.slow_pairs, b.pairs) for b in result.bad_nodes} == {(48, 54)}
 
 
 def test_slow_pair_not_retested_is_unconfirmed_not_bad() -> None:

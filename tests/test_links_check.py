@@ -4,6 +4,7 @@ inputs, and the HTML report's Link matrix block."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,8 @@ def test_a_bad_link_turns_the_run_red_naming_it_and_keeps_every_series(tmp_path:
     found = reframe_report.case_to_results(case(as_measured(judged)), toolchain="2023b")
     failing = [r for r in found if r.status == "fail"]
     assert {r.parameters["link"] for r in failing} == {"n0--n3"}
-    assert failing[0].reason.startswith("bad link n0--n3 (ranks 1-6): latency 10.0x typical, 10.")
+    # 10x the typical pair (its kind's better quartile, so a little over 10x with 3 % noise).
+    assert re.match(r"bad link n0--n3 \(ranks 1-6\): latency 10\.\dx typical, 1\d\.\dx on re-test", failing[0].reason)
     assert "x on re-test" in failing[0].reason
     assert failing[0].nodelist == ["n0", "n3"] and failing[0].conditions["judged_by"] == judge.JUDGED_BY
     assert {r.parameters.get("node") for r in found if "node" in r.parameters} == {"n0", "n1", "n2", "n3"}
@@ -207,7 +209,7 @@ def test_the_html_block_shows_heatmap_histogram_bad_links_and_the_csv(tmp_path: 
     assert '<a href="links/local-batch-source/bad_links.csv">bad_links.csv</a>' in html
     rows = html.split("<tr class=")[1:]
     # Worst attribution first: the bad link's rows, then the transient.
-    assert "n0–n3" in rows[0] and "bad link" in rows[0] and "10.0×, 10." in rows[0]
+    assert "n0–n3" in rows[0] and "bad link" in rows[0] and re.search(r"10\.\d×, 1\d\.\d×", rows[0])
     assert any("transient" in row and "n0–n1" in row for row in rows)
     assert str(report_links.section(tmp_path / "elsewhere")) == ""
 

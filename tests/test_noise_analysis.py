@@ -82,6 +82,70 @@ def test_periodic_event_is_found_at_its_frequency_with_harmonics() -> None:
     assert "a 100 Hz event on core 1 on n1" in findings.periodic(core)[0]
 
 
+def contended(times: np.ndarray, seed: int, hits: int = 100) -> np.ndarray:
+    """``times`` with random detours of 20 us to 1 ms at random iterations (other jobs' time slices)."""
+    rng = np.random.default_rng(seed)
+    out = times.astype(np.int64).copy()
+    hit = rng.choice(len(out), hits, replace=False)
+    out[hit] += rng.integers(20_000, 1_000_000, hits)
+    return out.astype(np.uint32)
+
+
+def inject(times: np.ndarray, every_ns: int, detour_ns: int) -> np.ndarray:
+    """``times`` with a ``detour_ns`` stall every ``every_ns`` of their own wall time (an injector)."""
+    out = times.astype(np.int64).copy()
+    now, next_event = 0, every_ns
+    for i in range(len(out)):
+        if now + out[i] >= next_event:
+            out[i] += detour_ns
+            next_event += every_ns
+        now += out[i]
+    return out.astype(np.uint32)
+
+
+def with_host_line(times: np.ndarray, hz: float = 10 / 3, extra_ns: int = 500) -> np.ndarray:
+    """``times`` slowed by up to ``extra_ns`` per iteration, swelling and ebbing at ``hz``: the slow,
+    harmonic-free line seen on every core of this shared host (2.9-4 Hz; other users' load)."""
+    start = np.concatenate(([0], np.cumsum(times.astype(np.int64))[:-1]))
+    swell = extra_ns * (1 + np.sin(2 * np.pi * hz * start * 1e-9)) / 2
+    return (times.astype(np.int64) + swell.astype(np.int64)).astype(np.uint32)
+
+
+@pytest.mark.parametrize("period_ms", [7, 27, 100, 180])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_event_is_reported_once_at_its_fundamental(period_ms: int, seed: int) -> None:
+    """Any period from 5 to 200 ms, under random contention: one event at 1000/period Hz, every
+    harmonic (any order) folded into it, nothing else; the host's slow line beside it is its own."""
+    detour = min(1_000_000, period_ms * 100_000)    # the spin of tests/noise_source: a tenth, at most 1 ms
+    quiet = with_host_line(contended(pulse_train(300_000, 10_000, 10**15, 0, seed), seed + 10))
+    times = inject(quiet, period_ms * 1_000_000, detour)
+    core = analysis.core_noise("n1", fwqfile.RankData(1, 1, False, True, 10_000, 0, times))
+    expected = 1000.0 / period_ms
+    event = [p for p in core.periods if abs(p.frequency_hz - expected) <= 0.3]
+    assert len(event) == 1, core.periods
+    assert event[0].harmonics >= min(3, int(analysis.MAX_FREQUENCY_HZ / expected) - 1)
+    others = [p for p in core.periods if p is not event[0]]
+    # Nothing else but the host's slow line: no harmonic of the event stands as an event of its own.
+    assert all(2.5 <= p.frequency_hz <= 3.5 for p in others), core.periods
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_undisturbed_trace_gives_no_period(seed: int) -> None:
+    times = contended(pulse_train(300_000, 10_000, 10**15, 0, seed), seed + 30, hits=300)
+    assert analysis.core_noise("n1", fwqfile.RankData(0, 0, False, True, 10_000, 0, times)).periods == ()
+
+
+def test_an_event_on_every_core_is_the_hosts_and_said_once() -> None:
+    quiet = [contended(pulse_train(300_000, 10_000, 10**12, 0, seed), seed + 20) for seed in (1, 2)]
+    node = fwqfile.NodeData(name="n1", ranks=tuple(
+        fwqfile.RankData(r, r, False, True, 10_000, 0, with_host_line(t, extra_ns=2_000)) for r, t in enumerate(quiet)))
+    run = analysis.RunNoise(nodes=(analysis.node_noise(node),), quantum_target_ns=10_000, iterations=300_000,
+                            truncated=None)
+    said = findings.sentences(run)
+    host = [s for s in said if "Hz event on every core" in s]
+    assert len(host) == 1 and "every core of n1" in host[0] and "the host's own" in host[0], said
+
+
 def test_random_detours_give_no_period() -> None:
     rng = np.random.default_rng(7)
     times = (10_000 + rng.integers(0, 200, 300_000)).astype(np.uint32)

@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--z", type=float, default=defaults.z, help="slow: and at least this many robust sigmas")
     a.add_argument("--statistic", choices=sorted(analysis.COLUMNS), default=defaults.statistic,
                    help="per-pair value judged (median of its iterations by default)")
+    a.add_argument("--metrics", default=",".join(defaults.metrics),
+                   help="metrics judged, comma-separated (default: latency,bandwidth)")
     a.add_argument("--series", type=Path, help="also write per-node/per-link results (results.json format) here, "
                                                 "for `mpiregress history import`")
     a.add_argument("--system", default="", help="system name for --series records")
@@ -40,8 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_analyze(args: argparse.Namespace) -> int:
     if args.ratio <= 1 or args.z <= 0:
         raise InputError("--ratio must be above 1 and --z above 0")
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    if not metrics or set(metrics) - set(analysis.METRICS):
+        raise InputError(f"--metrics must name some of {', '.join(analysis.METRICS)}, not {args.metrics!r}")
     judged = judge.judge_file(args.results, args.out, analysis.Thresholds(ratio=args.ratio, z=args.z,
-                                                                          statistic=args.statistic),
+                                                                          statistic=args.statistic,
+                                                                          metrics=metrics),
                               switches=args.switches, focus=args.nodes)
     if args.series:
         context = {"system": args.system, "partition": args.partition, "method": args.method}

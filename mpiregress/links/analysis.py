@@ -2,13 +2,18 @@
 
 Every pair is compared with the typical pair of its own kind (intra-node,
 same-switch, inter-switch, or inter-node without a topology file) by robust
-statistics: the median and the MAD of that kind. A pair is slow in a metric when
-it is both ``ratio`` times worse than the median AND ``z`` robust sigmas away
+statistics: the better quartile of that kind and the spread of its better half
+(``_robust_centre``: a fault on one node of four hurts half the inter-node pairs). A pair is slow in a metric when
+it is both ``ratio`` times worse than the typical pair AND ``z`` robust sigmas away
 (the ratio keeps a very tight kind from flagging harmless jitter, the z keeps a
 noisy kind from flagging its own spread).
 
-Attribution, per metric:
-- a rank is bad when more than ``majority`` of its pairs are slow; its node is a **bad node**;
+Attribution, per metric, one rule for every system (only the thresholds are data, per
+partition in systems/*.yaml):
+- a rank is bad when more than ``majority`` of its pairs are slow; its node is a **bad node**.
+  Nothing less makes a node bad: one slow pair, or a few meeting at one rank, are bad links
+  (a rate-limited cable, a congested port), since a node's fault (its NIC, its CPU, its
+  link to the switch) slows most of what it sends;
 - a slow pair whose two ends are not bad and that is slow again on re-test is a **bad link**;
 - a slow pair that is normal on re-test is **transient**; one the program did not re-test is
   **unconfirmed** (listed, not judged: raise linktest -Z).
@@ -47,6 +52,9 @@ class Thresholds:
     statistic: str = "median"  # per-pair value judged: median, mean or min of its iterations
     z: float = 5.0           # and at least this many robust sigmas away
     majority: float = 0.5    # a rank with more than this fraction of slow pairs is bad
+    # Metrics judged (both are always measured and recorded). A host whose scheduler decides
+    # every small message's time (an oversubscribed shared machine) judges bandwidth only.
+    metrics: tuple[str, ...] = ("latency", "bandwidth")
 
 
 @dataclass
@@ -62,7 +70,7 @@ class SlowPair:
     unit: str
     first: float
     second: Optional[float]          # re-test value, None when not re-tested
-    typical: float                   # median of the pairs of the same kind
+    typical: float                   # typical pair of the same kind (its better quartile)
     ratio_first: float               # how many times worse than typical (>= 1 is worse)
     ratio_second: Optional[float]
     z_first: float                   # robust sigmas from typical, on the hurting side
@@ -215,12 +223,21 @@ def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarr
     return kind
 
 
-def _robust_centre(values: np.ndarray) -> tuple[float, float]:
-    """Median and MAD-based sigma of a kind's values."""
+def _robust_centre(values: np.ndarray, higher_better: bool = False) -> tuple[float, float]:
+    """Typical value and robust sigma of a kind: its better quartile and the spread of its better half.
+
+    Not the median: on a small cluster one faulty node holds a large share of a kind's
+    pairs (one node of four: half of the inter-node pairs), and the median would sit among
+    them, hiding the fault. The better quartile stays among healthy pairs while fewer than
+    three quarters of the kind are hurt. The spread is the MAD of the better half around it,
+    doubled: half a distribution's deviations from its quartile are about half its full MAD.
+    """
     median = float(np.median(values))
+    centre = float(np.quantile(values, 0.75 if higher_better else 0.25))
+    better = values[values >= median] if higher_better else values[values <= median]
+    spread = 2.0 * MAD_TO_SIGMA * float(np.median(np.abs(better - centre)))
     # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
-    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(values - median))), 0.01 * abs(median), 1e-12)
-    return median, sigma
+    return centre, max(spread, 0.01 * abs(centre), 1e-12)
 
 
 def _badness(values: np.ndarray, median: float, sigma: float, higher_better: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -276,7 +293,7 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             vals = vals[np.isfinite(vals)]
             if vals.size == 0:
                 continue
-            median, sigma = _robust_centre(vals)
+            median, sigma = _robust_centre(vals, higher_better)
             result.typical[(metric, KINDS[code])] = (median, sigma, int(kind_count[code]))
             med_of[code], sig_of[code] = median, sigma
         # slow <=> ratio >= r and z >= Z <=> beyond one threshold per kind: a compare per pair against
@@ -288,6 +305,8 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             else:
                 limit = np.maximum(med_of * thresholds.ratio, med_of + thresholds.z * sig_of)
             slow = _beyond(values, kind, kind_count, limit, higher_better)
+        if metric not in thresholds.metrics:
+            slow = np.zeros(values.shape, dtype=bool)
         idx = np.flatnonzero(slow)
         ratio, z = _badness(values[idx], med_of[kind[idx]], sig_of[kind[idx]], higher_better)
         stats[metric] = (ratio, z, idx, med_of, sig_of)
@@ -295,16 +314,6 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         fraction = slow_count / np.maximum(peers, 1)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
         bad_mask = (peers >= 2) & (fraction > thresholds.majority)
-        # Two or more slow pairs meeting at one rank whose other ends are fine with everyone else
-        # are one fault at the shared end (its core, its HCA), not that many bad cables: a CPU hog
-        # on a rank's core slows some of its pairs past the threshold and not always most of them.
-        shared = slow_count >= 2
-        if shared.any():
-            partner = np.where(shared[a[idx]], b[idx], a[idx])
-            centre = np.where(shared[a[idx]], a[idx], b[idx])
-            lonely = slow_count[partner] == 1
-            explained = np.bincount(centre[lonely], minlength=n)
-            bad_mask |= shared & (explained == slow_count)
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
         if bad_mask.any():
             touching = np.flatnonzero(bad_mask[a] | bad_mask[b])

@@ -58,7 +58,8 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
     lines.append(f"{run.nranks} ranks on {len(analysis.nodes)} nodes, {len(analysis.a)} pairs measured "
                  f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means the "
                  f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse "
-                 f"than the median of the same kind.")
+                 f"than the typical pair of the same kind (its better quartile)"
+                 + ("." if set(t.metrics) >= set(METRICS) else f"; judged: {', '.join(t.metrics)} only."))
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
         unit = METRICS[metric][0]
         lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma {sigma:.3g}, {count} pairs)")

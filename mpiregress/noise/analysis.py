@@ -19,13 +19,13 @@ resampling guesswork, to which a plain FFT applies. A 1 ms spin every 10 ms
 becomes a 1-ms-wide pulse train whose strongest line is its fundamental (100 Hz).
 The alternative, a periodogram of detour timestamps, needs a threshold first and
 weighs a 2 µs tick like a 1 ms preemption; the lost-time signal weighs each event
-by what it costs. A line counts when its power stands ``min_prominence`` times above
-the median power around it (the broadband background of random noise and of other
-jobs' time slices on a shared machine), harmonics are folded into their fundamental,
-and a fundamental low enough to have harmonics in the band must show two of them:
-an OS event is a train of pulses, whose spectrum is a comb, while the lines random
-contention throws up stand alone. Lines are sought from 2 Hz to 1 kHz (the fastest
-kernel tick).
+by what it costs. A line's prominence is its power over the median power around it
+(the broadband background of random noise and of other jobs' time slices on a shared
+machine). An OS event is a train of pulses, whose spectrum is a comb: it is reported
+once, at its fundamental, with its harmonics of every order folded in, even when the
+fundamental's own line is buried under low-frequency contention (``dominant_periods``);
+the lines random contention throws up stand alone. Lines are sought from 2 Hz to 1 kHz
+(the fastest kernel tick); events from 5 ms to 200 ms periods and beyond.
 """
 from __future__ import annotations
 
@@ -44,12 +44,41 @@ MIN_FREQUENCY_HZ = 2.0
 MAX_FREQUENCY_HZ = 1000.0
 DEFAULT_THRESHOLD_FRACTION = 0.2   # a detour is an iteration 20 % (2 µs of 10 µs) above nominal
 DEFAULT_MIN_PROMINENCE = 30.0      # random contention here threw up lone lines of 30-120x (tests/test_noise_fwq.py)
-MAX_PERIODS = 5
-# Lines up to this multiple of a stronger one are its harmonics; beyond, too many coincidences.
-MAX_HARMONIC = 8
+# A line at a multiple of a comb's fundamental need only stand this high to belong to it: at an
+# expected place a modest line is evidence; 2^-8 of a white background's bins reach it by chance.
+HARMONIC_PROMINENCE = 8.0
+# An OS event is a pulse train, whose spectrum is a comb strongest at its low orders: a
+# fundamental counts when this many of its orders 2..4 are lines (or it stands alone very high).
 REQUIRED_HARMONICS = 2
-# A line with fewer harmonics than that must stand this much higher to count.
+LOW_ORDERS = (2, 3, 4)
+# A line without that comb must stand this much higher to count.
 LONE_LINE_FACTOR = 3.0
+# A harmonic is not much stronger than its fundamental (a narrow pulse's spectrum falls with the
+# order); a strong line at twice a faint one (100 Hz over a 50 Hz wobble) is an event of its own.
+HARMONIC_POWER_FACTOR = 2.0
+# Harmonics are matched at any order while the window around the expected place stays narrow
+# against the comb's spacing: wider, and any line would match by coincidence (a 3 Hz host line
+# would swallow every event above it).
+MAX_WINDOW_SHARE = 0.125
+# Half-width of the window around an expected harmonic, in spectral bins, at the orders already matched.
+WINDOW_BINS = 0.5
+# The lowest fundamental a comb may be given when its own line is buried (periods up to ~220 ms).
+MIN_EVENT_HZ = 4.5
+# Without its low orders, a comb needs this many lines on at least this share of the orders
+# between its lowest and highest (a 100 ms event under contention: 41 lines over 93 orders).
+BURIED_MIN_LINES = 4
+BURIED_DENSITY = 0.35
+# A comb must match this many times the lines it matches shifted half a spacing (coincidence).
+COINCIDENCE_MARGIN = 3.0
+# Combs whose fundamentals differ by less than this share are one event (its modulation sidebands).
+SAME_EVENT_SHARE = 0.05
+# A comb of this many lines is an event even when none of them stands min_prominence high
+# (a 100 ms event under heavy contention: thirty lines of 8-20x at exact multiples of 10 Hz);
+# its lines are sought from this prominence up.
+MANY_LINES = 8
+ANCHOR_PROMINENCE = 2 * HARMONIC_PROMINENCE
+# A lower candidate fundamental must explain this much more than a higher one to win.
+SUB_HARMONIC_GAIN = 1.3
 
 
 @dataclass(frozen=True)
@@ -138,46 +167,168 @@ def spectrum(signal: np.ndarray, bin_ns: int = BIN_NS) -> tuple[np.ndarray, np.n
 
 
 def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float = DEFAULT_MIN_PROMINENCE,
-                     limit: int = MAX_PERIODS) -> tuple[Period, ...]:
-    """Lines standing ``min_prominence`` × above their local background, harmonics folded into their fundamental."""
-    # The background needs bins on both sides of the highest line: cut at 1.5 x the limit.
+                     limit: int | None = None) -> tuple[Period, ...]:
+    """Periodic events, each once at its fundamental with every harmonic folded in, strongest first.
+
+    Lines are the local maxima standing ``HARMONIC_PROMINENCE`` x above their local
+    background. The strongest line not yet explained anchors a comb: it is taken as
+    order m = 1, 2, ... of a fundamental F/m (down to ``MIN_EVENT_HZ``; the fundamental's
+    own line may be buried under low-frequency contention), each candidate claims the
+    lines at its multiples of any order (``comb``), and the candidate that explains the
+    most (``comb_score``) wins, the highest frequency among those close to the best: a
+    sub-harmonic F/2m explains the same lines and only adds coincidences. A comb counts
+    when REQUIRED_HARMONICS of its orders 2..4 (or, with its fundamental buried, a dense
+    run of harmonics) are present and either its strongest line stands ``min_prominence``
+    high or it has ``MANY_LINES``; without a comb only a line ``LONE_LINE_FACTOR`` times
+    higher counts. Every comb must match clearly more lines than itself shifted by half a
+    spacing (``shifted_matches``): crowded lines match anything.
+    """
     keep = (freqs >= MIN_FREQUENCY_HZ) & (freqs <= 1.5 * MAX_FREQUENCY_HZ)
     freqs, power = freqs[keep], power[keep]
     if len(power) < 3:
         return ()
-    # Local maxima only: a Hann window spreads a line over neighbouring bins.
+    lines = spectral_lines(freqs, power)
+    if not lines:
+        return ()
+    resolution = float(freqs[1] - freqs[0])
+    freq = np.array([line[0] for line in lines])
+    prominence = np.array([line[2] for line in lines])
+    claimed = np.zeros(len(lines), dtype=bool)
+    accepted: list[list] = []   # [fundamental, highest order, prominence, harmonics]
+    for anchor in np.argsort(-prominence, kind="stable"):
+        if claimed[anchor]:
+            continue
+        # A line on the comb of an event already found is one more of its harmonics (a line
+        # the first match left out because its window was still too wide).
+        home = next((a for a in accepted if on_comb(freq[anchor], a[0], a[1], resolution)), None)
+        if home is not None:
+            home[3] += 1
+            claimed[anchor] = True
+            continue
+        if prominence[anchor] < ANCHOR_PROMINENCE:
+            continue
+        candidates = []
+        for m in range(1, int(freq[anchor] / min(MIN_EVENT_HZ, freq[anchor])) + 1):
+            members = comb(freq, claimed, anchor, m, resolution)
+            candidates.append((m, members, comb_score(freq, prominence, members, resolution)))
+        best = max(score for _, _, score in candidates)
+        m, members, _ = next(c for c in candidates if c[2] >= best / SUB_HARMONIC_GAIN)
+        orders = [k for _, k in members]
+        f0 = fundamental(freq, members)
+        room = sum(1 for k in LOW_ORDERS if k * f0 <= MAX_FREQUENCY_HZ)
+        low_orders = 1 in orders and room >= REQUIRED_HARMONICS and \
+            len(set(orders) & set(LOW_ORDERS)) >= REQUIRED_HARMONICS
+        # Or a dense run of harmonics (the fundamental or low orders buried under contention).
+        span = max(orders) - min(orders) + 1
+        is_comb = low_orders or (len(orders) >= BURIED_MIN_LINES and len(orders) >= BURIED_DENSITY * span)
+        if len(members) > 1 and len(members) < COINCIDENCE_MARGIN * shifted_matches(freq, members, resolution):
+            is_comb = False
+        strongest = float(max(prominence[j] for j, _ in members))
+        twin = next((a for a in accepted if abs(f0 - a[0]) <= SAME_EVENT_SHARE * a[0]), None)
+        if twin is not None:
+            # Lines of nearly the same spacing (sidebands of a modulated event) are that event again.
+            twin[3] += len(members)
+            claimed[[j for j, _ in members]] = True
+        elif (strongest >= (min_prominence if is_comb else LONE_LINE_FACTOR * min_prominence)
+              or (is_comb and len(members) >= MANY_LINES)):
+            accepted.append([f0, max(orders), strongest, len(members) - 1])
+            claimed[[j for j, _ in members]] = True
+        else:
+            claimed[anchor] = True
+    found = [Period(frequency_hz=round(f0, 2), prominence=round(prom, 1), harmonics=int(h))
+             for f0, _, prom, h in accepted]
+    found.sort(key=lambda p: -p.prominence)
+    return tuple(found[:limit] if limit is not None else found)
+
+
+def spectral_lines(freqs: np.ndarray, power: np.ndarray) -> list[tuple[float, float, float]]:
+    """(frequency refined between bins, power, prominence) of every line up to MAX_FREQUENCY_HZ, lowest first.
+
+    A Hann window spreads a line over neighbouring bins with a near-Gaussian top: a
+    parabola through the log power of the peak and its neighbours places it to a small
+    fraction of a bin, which high harmonic orders need.
+    """
     peak = (power[1:-1] >= power[:-2]) & (power[1:-1] >= power[2:])
     index = np.nonzero(peak)[0] + 1
     index = index[freqs[index] <= MAX_FREQUENCY_HZ]
     resolution = float(freqs[1] - freqs[0])
-    lines = []
+    out = []
     for i in index:
-        background = local_background(freqs, power, int(i))
-        if power[i] >= min_prominence * background:
-            lines.append((float(freqs[i]), float(power[i]), float(power[i] / background)))
-    # A pulse train's harmonics are lines too; report the train once, at its fundamental.
-    # Go through lines from the lowest frequency up: a line at a multiple of a kept one is its harmonic.
-    fundamentals: list[list[float]] = []   # [frequency, power, prominence, harmonics]
-    for f, p, prominence in sorted(lines):
-        for fund in fundamentals:
-            k = round(f / fund[0])
-            # A harmonic is not much stronger than its fundamental; a strong line at twice a
-            # faint one (100 Hz over a 50 Hz wobble) is an event of its own.
-            if (2 <= k <= MAX_HARMONIC and abs(f - k * fund[0]) <= max(1.5 * resolution, 0.005 * f)
-                    and p <= 2.0 * fund[1]):
-                fund[3] += 1
-                break
-        else:
-            fundamentals.append([f, p, prominence, 0])
-    # An OS event is a pulse train, whose spectrum is a comb: a line with room for harmonics
-    # in the band needs two of them, or to stand LONE_LINE_FACTOR times higher; above 500 Hz
-    # (no room) the same higher bar applies. Lone lines are mostly wobbles of contention.
-    combs = [fp for fp in fundamentals
-             if (int(MAX_FREQUENCY_HZ / fp[0]) > REQUIRED_HARMONICS and fp[3] >= REQUIRED_HARMONICS)
-             or fp[2] >= LONE_LINE_FACTOR * min_prominence]
-    strongest = sorted(combs, key=lambda fp: -fp[2])[:limit]
-    return tuple(Period(frequency_hz=round(f, 2), prominence=round(prom, 1), harmonics=int(h))
-                 for f, _, prom, h in strongest)
+        prominence = float(power[i]) / local_background(freqs, power, int(i))
+        if prominence < HARMONIC_PROMINENCE:
+            continue
+        a, b, c = np.log(np.maximum(power[i - 1:i + 2], np.finfo(float).tiny))
+        curve = a - 2 * b + c
+        shift = 0.5 * (a - c) / curve if curve < 0 else 0.0
+        out.append((float(freqs[i]) + float(np.clip(shift, -0.5, 0.5)) * resolution, float(power[i]), prominence))
+    return out
+
+
+def comb(freq: np.ndarray, claimed: np.ndarray, anchor: int, order: int,
+         resolution: float) -> list[tuple[int, int]]:
+    """(line, order) of the comb in which line ``anchor`` is harmonic ``order``, among the unclaimed lines.
+
+    The fundamental is known to a fraction of a bin over the highest order matched; at
+    order k the window is that uncertainty times k, and orders whose window would exceed
+    ``MAX_WINDOW_SHARE`` of the spacing are not matched (a coincidence there is likely).
+    Matched twice: the second time with the fundamental refined by the first match.
+    """
+    members = [(anchor, order)]
+    for _ in range(4):
+        f0 = fundamental(freq, members)
+        top = max(k for _, k in members)
+        k = np.maximum(np.rint(freq / f0), 1)
+        window = WINDOW_BINS * resolution * (1 + k / top)
+        near = (np.abs(freq - k * f0) <= window) & (window <= MAX_WINDOW_SHARE * f0) & ~claimed
+        near[anchor] = True
+        best: dict[int, int] = {}
+        for j in np.flatnonzero(near):
+            kj = int(k[j])
+            if kj not in best or abs(freq[j] - kj * f0) < abs(freq[best[kj]] - kj * f0):
+                best[kj] = int(j)
+        best[order] = anchor
+        matched = [(j, kj) for kj, j in sorted(best.items())]
+        if matched == members:
+            break
+        members = matched
+    return members
+
+
+def on_comb(frequency: float, f0: float, top: int, resolution: float) -> bool:
+    """Is ``frequency`` a harmonic of the comb ``f0`` matched up to order ``top``?"""
+    k = max(round(frequency / f0), 1)
+    window = WINDOW_BINS * resolution * (1 + k / top)
+    return abs(frequency - k * f0) <= window and window <= MAX_WINDOW_SHARE * f0
+
+
+def shifted_matches(freq: np.ndarray, members: list[tuple[int, int]], resolution: float) -> int:
+    """Lines the same comb would match shifted by half its spacing: what coincidence alone gives here.
+
+    Where lines crowd (sidebands around a strong event's harmonics), a low comb finds a
+    line near most of its orders; shifted half a spacing it finds about as many.
+    """
+    f0 = fundamental(freq, members)
+    top = max(k for _, k in members)
+    k = np.rint(freq / f0 - 0.5)
+    window = WINDOW_BINS * resolution * (1 + (k + 0.5) / top)
+    return int(np.count_nonzero((k >= 1) & (np.abs(freq - (k + 0.5) * f0) <= window)
+                                & (window <= MAX_WINDOW_SHARE * f0) & (k + 0.5 <= max(top, 1) + 0.5)))
+
+
+def comb_score(freq: np.ndarray, prominence: np.ndarray, members: list[tuple[int, int]], resolution: float) -> float:
+    """What a comb explains: per line, log of its prominence, weighed by how unlikely the match is by chance."""
+    f0 = fundamental(freq, members)
+    top = max(k for _, k in members)
+    total = 0.0
+    for j, k in members:
+        window = WINDOW_BINS * resolution * (1 + k / top)
+        total += np.log2(prominence[j] / HARMONIC_PROMINENCE + 1) * np.log2(max(f0 / (2 * window), 1.0))
+    return float(total)
+
+
+def fundamental(freq: np.ndarray, members: list[tuple[int, int]]) -> float:
+    """Least-squares fundamental of a comb: f0 minimising sum (f_k - k f0)^2 over its lines."""
+    return float(sum(freq[j] * k for j, k in members) / sum(k * k for _, k in members))
 
 
 def local_background(freqs: np.ndarray, power: np.ndarray, index: int) -> float:

@@ -1,0 +1,129 @@
+"""The link matrix against real faults on the 4-node namespaces cluster (prints a tally, asserts nothing).
+
+Starts its own local cluster (``--network namespaces``, 4 nodes, in a fresh folder under
+/tmp), builds linktest by its Makefile, and runs it ``--repeat`` times in each of three
+conditions, judging every run by the product's own path (``links.judge.judge_file``, the
+thresholds of systems/local.yaml's links settings unless given):
+
+- undisturbed: nothing may be named;
+- one link limited (``cluster fault rate node1 RATE --peer node3``): exactly the bad link
+  node1--node3, no bad node;
+- one node limited (``cluster fault rate node2 RATE``): exactly the bad node node2, no bad link.
+
+    python benchmarks/links_netns.py --repeat 10 --rate 1gbit
+
+The cluster, its namespaces and its bridge are stopped and removed at the end, whatever happens.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mpiregress import systems
+from mpiregress.links import analysis, judge
+from mpiregress.local_cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def build_linktest(work: Path) -> Path:
+    shutil.copytree(REPO / "checks" / "src" / "linktest", work / "src")
+    subprocess.run(["make", "-C", str(work / "src"), "MPICC=mpicc", "CFLAGS=-O2", f"PREFIX={work / 'prefix'}",
+                    "install"], check=True, capture_output=True, text=True, timeout=300)
+    return work / "prefix" / "bin" / "linktest"
+
+
+def run_once(cluster: LocalCluster, binary: Path, out: Path, ranks: int, args: list[str], env: dict[str, str]
+             ) -> subprocess.CompletedProcess:
+    argv = ["salloc", "-N4", "--exclusive", "--time=10", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
+            "--cpu-bind=none", "--kill-on-bad-exit=1", str(binary), *args, "-o", str(out)]
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    full.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **env)
+    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=900, cwd=out.parent)
+
+
+def names(judged: judge.Judged) -> tuple[set[str], set[str]]:
+    """(bad nodes, bad links) named by a judged run."""
+    result = judged.analysis
+    return {b.node for b in result.bad_nodes}, {s.link() for s in result.bad_links}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--rate", default="1gbit", help="the limit (a quarter of the ~4 Gbit/s veth path here)")
+    parser.add_argument("--ranks-per-node", type=int, default=None)
+    parser.add_argument("--ratio", type=float, default=None)
+    parser.add_argument("--statistic", default=None)
+    parser.add_argument("--z", type=float, default=None)
+    parser.add_argument("--metrics", default=None, help="metrics judged, comma-separated")
+    parser.add_argument("--conditions", default="undisturbed,link,node")
+    args = parser.parse_args()
+    site = systems.get("local").partitions[0].reframe.get("extras", {}).get("links", {})
+    per_node = args.ranks_per_node or int(site.get("ranks_per_node", 2))
+    thresholds = analysis.Thresholds(ratio=args.ratio or float(site.get("ratio", 2.0)),
+                                     z=args.z or float(site.get("z", 5.0)),
+                                     statistic=args.statistic or str(site.get("statistic", "median")),
+                                     metrics=tuple(args.metrics.split(",")) if args.metrics else
+                                     tuple(site.get("metrics", analysis.METRICS)))
+    link_args = str(site.get("args", "-S -w 5 -i 20 -I 5 -Z 10")).split()
+    env = {k: str(v) for k, v in (site.get("env") or {}).items() if not k.startswith("OMPI_MCA_btl")}
+    print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}, rate {args.rate}")
+    state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix="mpr-bench-build-"))
+    cluster = LocalCluster(state, nodes=4, network="namespaces")
+    tally: dict[str, list[int]] = {}
+    try:
+        binary = build_linktest(work)
+        started = time.monotonic()
+        cluster.start()
+        print(f"# cluster started in {time.monotonic() - started:.1f} s")
+        faults = {"undisturbed": None, "link": ("node1", "node3"), "node": ("node2", None)}
+        wanted = {"undisturbed": (set(), set()), "link": (set(), {"node1--node3"}), "node": ({"node2"}, set())}
+        for condition in args.conditions.split(","):
+            if faults[condition]:
+                node, peer = faults[condition]
+                print("#", cluster.fault("rate", node, rate=args.rate, peer=peer))
+            right = 0
+            for i in range(args.repeat):
+                out = work / f"{condition}-{i}" / "links.bin"
+                out.parent.mkdir()
+                t0 = time.monotonic()
+                done = run_once(cluster, binary, out, 4 * per_node, link_args, env)
+                try:
+                    judged = judge.judge_file(out, out.parent / "judged", thresholds, stderr=done.stderr)
+                except Exception as err:   # a failed run is counted wrong, with its reason
+                    print(f"{condition} {i}: no judgement: {err}; {done.stderr[-300:]}")
+                    continue
+                bad_nodes, bad_links = names(judged)
+                ok = (bad_nodes, bad_links) == wanted[condition]
+                right += ok
+                typical = judged.analysis.typical
+                slow = ", ".join(f"{s.link()} {s.metric} {s.ratio_first:.1f}x/{s.ratio_second or 0:.1f}x "
+                                 f"{s.attribution}"
+                                 for s in judged.analysis.slow[:6])
+                print(f"{condition} {i}: {'right' if ok else 'WRONG'} in {time.monotonic() - t0:.0f} s: "
+                      f"bad nodes {sorted(bad_nodes) or '-'}, bad links {sorted(bad_links) or '-'}; typical "
+                      + ", ".join(f"{m} {k} {v[0]:.1f}" for (m, k), v in typical.items())
+                      + f"; slow pairs: {slow or '-'}", flush=True)
+            tally[condition] = [right, args.repeat]
+            if faults[condition]:
+                cluster.clear_faults()
+    finally:
+        cluster.stop(force=True)
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'condition':>12} {'right':>5} {'runs':>4}")
+    for condition, (right, runs) in tally.items():
+        print(f"{condition:>12} {right:>5} {runs:>4}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

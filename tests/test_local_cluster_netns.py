@@ -1,0 +1,166 @@
+"""The local cluster's namespaces layout: nodes with their own hostnames, addresses and links, and real faults.
+
+A cluster of its own (4 nodes, under /tmp), started and stopped here; its bridge,
+veths and namespaces carry the mpr-<tag> prefix and must be gone after ``stop``.
+Nothing is routed anywhere but these namespaces.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from mpiregress import cli, netns
+from mpiregress.local_cluster import LocalCluster
+
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+
+PP_SOURCE = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank; char host[64], buf[1 << 20]; double t0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    gethostname(host, sizeof host);
+    for (int i = 0; i < 21; i++) {
+        if (i == 1) t0 = MPI_Wtime();
+        if (rank == 0) MPI_Send(buf, sizeof buf, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
+        else if (rank == 1) MPI_Recv(buf, sizeof buf, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) printf("MB/s %.0f\n", 20.0 * sizeof buf / (MPI_Wtime() - t0) / 1e6);
+    printf("rank %d host %s\n", rank, host);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    root = Path(tempfile.mkdtemp(prefix="mpr-ns-", dir="/tmp"))
+    root.chmod(0o755)
+    found = LocalCluster(root / "local-cluster", nodes=4, network="namespaces")
+    try:
+        found.start()
+        yield found
+    finally:
+        found.stop(force=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pingpong(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pp")
+    (folder / "pp.c").write_text(PP_SOURCE)
+    subprocess.run(["mpicc", "-O2", "-o", "pp", "pp.c"], cwd=folder, check=True, capture_output=True, timeout=120)
+    return folder / "pp"
+
+
+def srun(cluster: LocalCluster, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1")
+    return subprocess.run(["srun", *argv], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_each_node_has_its_own_hostname_address_and_slurmd(cluster: LocalCluster,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    status = cluster.status()
+    assert status["up"] and status["network"] == "namespaces", status["message"]
+    assert {n: (s["hostname"], s["addr"]) for n, s in status["nodes"].items()} == {
+        n: (n, cluster.network.address(n)) for n in ("node1", "node2", "node3", "node4")}
+    assert len({s["addr"] for s in status["nodes"].values()}) == 4
+    done = srun(cluster, "-N4", "hostname")
+    assert done.returncode == 0 and sorted(done.stdout.split()) == ["node1", "node2", "node3", "node4"], done.stderr
+    assert socket.gethostname() not in done.stdout.split()
+    assert cli.main(["cluster", "--state-dir", str(cluster.state_dir), "status"]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"^node3 +idle, hostname node3, address 10\.\d+\.\d+\.13,", said, re.M), said
+
+
+def test_mpi_runs_across_nodes_with_no_transport_workaround(cluster: LocalCluster, pingpong: Path) -> None:
+    # Two ranks per node: shared memory inside a node, TCP between nodes, chosen by OpenMPI itself.
+    done = srun(cluster, "--mpi=pmix", "-N4", "-n8", str(pingpong))
+    assert done.returncode == 0, done.stderr
+    hosts = dict(re.findall(r"^rank (\d+) host (\S+)$", done.stdout, re.M))
+    assert sorted(hosts.values()) == ["node1", "node1", "node2", "node2", "node3", "node3", "node4", "node4"]
+
+
+def test_a_rate_fault_is_real_and_clear_undoes_it(cluster: LocalCluster, pingpong: Path) -> None:
+    """1 MiB messages node1 -> node2 under a 200 Mbit/s limit on node2 cannot beat 25 MB/s (the
+    token bucket's rate); the bound is the kernel's, not a measured band."""
+    try:
+        assert cluster.fault("rate", "node2", rate="200mbit") == "node2 limited to 200mbit both ways"
+        assert cluster.status()["faults"] == ["node2 limited to 200mbit both ways"]
+        done = srun(cluster, "--mpi=pmix", "-w", "node1,node2", "-N2", "-n2", str(pingpong))
+        assert done.returncode == 0, done.stderr
+        rate = float(re.search(r"^MB/s (\d+)", done.stdout, re.M).group(1))
+        assert rate <= 25 * 1.1, done.stdout
+    finally:
+        undone = cluster.clear_faults()
+    assert "node2: limit removed" in undone and cluster.status()["faults"] == []
+
+
+def test_link_down_and_slurmd_stop_are_undone_by_clear(cluster: LocalCluster) -> None:
+    try:
+        assert cluster.fault("down", "node3") == "node3's link down"
+        assert cluster.fault("stop", "node4").startswith("node4's slurmd stopped (PID ")
+        status = cluster.status()
+        assert not status["up"] and "slurmd-node4 is not running" in status["message"]
+        assert not status["daemons"]["slurmd-node4"]["alive"]
+    finally:
+        undone = cluster.clear_faults()
+    assert "node3: link up" in undone and "node4: slurmd started again" in undone
+    deadline = time.monotonic() + 60
+    while not cluster.status()["up"] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert cluster.status()["up"], cluster.status()["message"]
+
+
+def test_bad_fault_words_are_one_sentence(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    where = ["cluster", "--state-dir", str(cluster.state_dir), "fault"]
+    assert cli.main([*where, "rate", "node9", "1mbit"]) == 2
+    assert cli.main([*where, "rate", "node1", "fast"]) == 2
+    assert cli.main([*where, "sideways", "node1"]) == 2
+    said = capsys.readouterr().err
+    assert "no node 'node9' in this cluster (its nodes: node1, node2, node3, node4)" in said
+    assert "rate 'fast' is not a tc rate" in said and "'cluster fault sideways node1' is not a fault" in said
+
+
+def test_faults_need_the_namespaces_layout(local_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    if local_cluster.network_mode == "namespaces":
+        pytest.skip("the session's cluster has the namespaces layout")
+    assert cli.main(["cluster", "--state-dir", str(local_cluster.state_dir), "fault", "down", "node1"]) == 4
+    assert "runs its nodes on this host's network" in capsys.readouterr().err
+
+
+def test_stop_removes_every_namespace_veth_and_bridge_it_made() -> None:
+    root = Path(tempfile.mkdtemp(prefix="mpr-ns-", dir="/tmp"))
+    root.chmod(0o755)
+    other = LocalCluster(root / "local-cluster", nodes=2, network="namespaces")
+    try:
+        other.start()
+        network = other.network
+        assert network is not None and network.exists()
+        made = [network.namespace(n) for n in network.nodes]
+        assert all((netns.NETNS_DIR / ns).exists() for ns in made)
+        other.fault("rate", "node1", rate="100mbit", peer="node2")
+    finally:
+        other.stop(force=True)
+        shutil.rmtree(root, ignore_errors=True)
+    assert not network.exists()
+    assert not any((netns.NETNS_DIR / ns).exists() for ns in made)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert f"{netns.PREFIX}{network.tag}-" not in links
