@@ -53,7 +53,7 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
                "--manifest-dir", str(builds["b"]), "--report-dir", str(report))
     # Judged or not, by measurement: A (busy-polling) and B on a loaded 2-core machine may really differ.
     # The test is about the interleaving, the samples kept and the reports, not about that verdict.
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.returncode in (0, 1, 5), done.stdout[-3000:] + done.stderr[-2000:]
     samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
     samples.sort(key=lambda r: r["ab_position"])
     assert "".join(r["ab_side"] for r in samples) == "ABBAABBA"
@@ -78,10 +78,10 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
     summary = (report / "summary.md").read_text()
     assert "A/B on the same nodes" in summary and "local/batch source same_numa latency" in summary
     assert f"A is the build in {builds['a']}" in summary
+    # The JUnit is the verdict's: the series' case fails exactly when the run exited 1 (a paired regression).
     (case,) = ET.parse(report / "junit.xml").getroot().iter("testcase")
-    assert case.get("classname") == "ab.local.batch" and case.find("error") is None
-    # The JUnit case fails exactly when the run exited 1 (a paired regression), with its reason.
-    assert (case.find("failure") is not None) == (done.returncode == 1)
+    assert (case.get("classname"), case.get("name")) == ("local.batch.source", "same_numa.latency")
+    assert case.find("error") is None and (case.find("failure") is not None) == (done.returncode == 1)
     assert "4 pairs" in case.find("system-out").text
     html = (report / "report.html").read_text()
     assert "<section class=\"ab\">" in html and "same_numa" in html
@@ -152,8 +152,9 @@ def test_an_inconclusive_series_gets_more_pairs_in_a_second_look_and_a_clear_one
                "--placements", "same_numa", "--iterations", "3", "--setvar", "warmup=1", "--no-build",
                "--ab-pairs", "5", "--ab-max-pairs", "7", "--ab-against", str(a_dir), "--manifest-dir", str(b_dir),
                "--report-dir", str(report))
-    # Exit 0 or 1 depends on what the seven pairs measured; the structure below does not.
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
+    # Exit 0, 1 or 5 (still inconclusive: needs a look) depends on what the pairs measured; the structure
+    # below does not.
+    assert done.returncode in (0, 1, 5), done.stdout[-3000:] + done.stderr[-2000:]
     samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
     by_metric = {m: sorted((r["ab_pair"], r["ab_side"], r["ab_look"], r["ab_position"]) for r in samples
                            if r["metric"] == m) for m in ("latency", "bandwidth")}
@@ -174,6 +175,6 @@ def test_an_inconclusive_series_gets_more_pairs_in_a_second_look_and_a_clear_one
     assert "look 2: 1 series still inconclusive beyond the minimum effect get pairs 5-6 on node1: " \
            "local/batch source same_numa bandwidth" in summary
     outs = {c.get("name"): c.find("system-out").text for c in ET.parse(report / "junit.xml").getroot().iter("testcase")}
-    assert "7 pairs" in outs["source.same_numa.bandwidth"] and "5 pairs" in outs["source.same_numa.latency"], outs
+    assert "7 pairs" in outs["same_numa.bandwidth"] and "5 pairs" in outs["same_numa.latency"], outs
     kept = json.loads((report / "results.json").read_text())
     assert len([r for r in kept if "ab_side" in r["conditions"]]) == len(samples) == 24

@@ -78,8 +78,9 @@ def markdown(v: PipelineVerdict, heading: str = "##", measure_only: bool = False
 _WORST = ("error", "infrastructure", "regression", "needs a look")
 
 
-def _case(suite: ET.Element, classname: str, name: str, found: list[Finding]) -> None:
-    """A test case whose status is the worst of ``found`` (a pass when nothing but evidence was found)."""
+def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], said: str = "") -> None:
+    """A test case whose status is the worst of ``found`` (a pass when nothing but evidence was found);
+    ``said``, what the gating judge said of it, is its output when nothing was found."""
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
     states = [f.state for f in found]
     worst = next((s for s in _WORST if s in states), None)
@@ -92,7 +93,7 @@ def _case(suite: ET.Element, classname: str, name: str, found: list[Finding]) ->
         ET.SubElement(case, "error", type=worst, message=message).text = text
     elif worst == "needs a look":
         ET.SubElement(case, "skipped", message=f"needs a look (does not gate): {message}")
-    ET.SubElement(case, "system-out").text = text or "pass: nothing found"
+    ET.SubElement(case, "system-out").text = text or said or "pass: nothing found"
 
 
 def junit_suite(v: PipelineVerdict) -> ET.Element:
@@ -112,7 +113,7 @@ def junit_suite(v: PipelineVerdict) -> ET.Element:
             by_key.setdefault(f.key, []).append(f)
     for key in sorted(set(v.series) | set(by_key)):
         _case(suite, f"{key.system}.{key.partition}.{key.method}", f"{key.label()}.{key.metric}",
-              by_key.get(key, []))
+              by_key.get(key, []), v.said.get(key, ""))
     for f in v.findings:
         if f.key is None and f.state != EVIDENCE:
             _case(suite, f"mpiregress.{f.judge.replace(' ', '_')}",

@@ -81,6 +81,7 @@ class PipelineVerdict:
     findings: list[Finding]
     series: list[SeriesKey]       # every series measured (a value, or a paired verdict)
     judged: int                   # series the gating judges looked at
+    said: dict[SeriesKey, str] = field(default_factory=dict)   # the gating judge's sentence per series, pass too
 
     @property
     def measured(self) -> int:
@@ -143,7 +144,21 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
         v.key for v in ev.history or () if v.verdict not in ("error", "skip")}
     series = sorted(_measured_keys(ev.results) | judged_keys)
-    return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged)
+    return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged,
+                           said=_said(ev, rules))
+
+
+def _said(ev: Evidence, rules: policy.Rules) -> dict[SeriesKey, str]:
+    """What the judge that gates each series said about it, a pass included (JUnit's and the report's text)."""
+    out: dict[SeriesKey, str] = {}
+    if "baseline_band" in rules.gates or "baseline_band_changed" in rules.gates:
+        out.update({r.key(): f"baseline band: {r.status}" + (f": {r.reason}" if r.reason else "")
+                    for r in ev.results if r.status in ("pass", "fail")})
+    if "history_gate" in rules.gates or "paired_ab" in rules.gates:
+        out.update({v.key: f"history gate: {v.verdict}: {v.reason}" for v in ev.history or ()})
+    if "paired_ab" in rules.gates:
+        out.update({v.key: f"paired A/B: {v.verdict}: {v.reason}" for v in ev.paired or ()})
+    return out
 
 
 def _measured_keys(results: Iterable[Result]) -> set[SeriesKey]:
@@ -176,9 +191,7 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
             out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
         if r.status != "fail":
             continue
-        gates = "baseline_band" in rules.gates or (
-            "baseline_band_changed" in rules.gates and (ev.changed_baselines is None or key.system in
-                                                        ev.changed_baselines))
+        gates = "baseline_band" in rules.gates or ("baseline_band_changed" in rules.gates and _changed(key, ev, rules))
         cause = ev.causes.get(key, "")
         if gates:
             out.append(Finding("regression", "baseline band", key.name(), r.reason, cause=cause, key=key))
@@ -186,6 +199,14 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
             out.append(Finding(EVIDENCE, "baseline band", key.name(), r.reason + _why_not_gating(
                 "baseline band", key, rules, paired), key=key))
     return out
+
+
+def _changed(key: SeriesKey, ev: Evidence, rules: policy.Rules) -> bool:
+    """Whether the MR changes the baselines file of ``key``'s system. Not known: under an A/B event the pairs
+    decide (a toolchain MR need not touch baselines); a baselines MR changes them all."""
+    if ev.changed_baselines is not None:
+        return key.system in ev.changed_baselines
+    return "paired_ab" not in rules.gates
 
 
 def _history(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedVerdict"]) -> list[Finding]:
