@@ -39,6 +39,8 @@ int osu_double_parse(int argc, char **argv, struct osu_double_options *opts,
 
 /* Die like a broken rank would if OSU_DOUBLE_ILLEGAL_INSTRUCTION=1 and rank == 1. */
 void osu_double_maybe_trap(int rank);
+/* Test hook OSU_DOUBLE_SLOWDOWN=F (1 < F <= 1000): spin (F - 1) x the time since `since`. */
+void osu_double_stall(double since);
 int osu_double_start(int *argc, char ***argv, const char *program, const char *title,
                      int with_window, struct osu_double_options *opts, int *rank);
 

@@ -53,9 +53,12 @@ int main(int argc, char **argv)
 
         MPI_Barrier(MPI_COMM_WORLD);
         for (i = 0; i < warmup + iters; i++) {
+            double t_step;
+
             if (i == warmup) {
                 t_start = MPI_Wtime();
             }
+            t_step = MPI_Wtime();
             if (rank == 0) {
                 for (j = 0; j < opts.window; j++) {
                     MPI_Isend(s_buf, (int)size, MPI_CHAR, 1, DATA_TAG, MPI_COMM_WORLD,
@@ -71,6 +74,9 @@ int main(int argc, char **argv)
                 }
                 MPI_Waitall(opts.window, requests, MPI_STATUSES_IGNORE);
                 MPI_Send(ack, ACK_BYTES, MPI_CHAR, 0, ACK_TAG, MPI_COMM_WORLD);
+            }
+            if (rank == 0 && i >= warmup) {
+                osu_double_stall(t_step);
             }
         }
         t_end = MPI_Wtime();

@@ -45,9 +45,12 @@ int main(int argc, char **argv)
 
         MPI_Barrier(MPI_COMM_WORLD);
         for (i = 0; i < warmup + iters; i++) {
+            double t_step;
+
             if (i == warmup) {
                 t_start = MPI_Wtime();
             }
+            t_step = MPI_Wtime();
             if (rank == 0) {
                 MPI_Send(s_buf, (int)size, MPI_CHAR, 1, PING_TAG, MPI_COMM_WORLD);
                 MPI_Recv(r_buf, (int)size, MPI_CHAR, 1, PING_TAG, MPI_COMM_WORLD,
@@ -56,6 +59,9 @@ int main(int argc, char **argv)
                 MPI_Recv(r_buf, (int)size, MPI_CHAR, 0, PING_TAG, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE);
                 MPI_Send(s_buf, (int)size, MPI_CHAR, 0, PING_TAG, MPI_COMM_WORLD);
+            }
+            if (rank == 0 && i >= warmup) {
+                osu_double_stall(t_step);
             }
         }
         t_end = MPI_Wtime();
