@@ -120,6 +120,28 @@ def touch_toolchain(repo: Path) -> None:
     path.write_text(path.read_text() + "# MR under test: a toolchain comment, same values\n")
 
 
+def widen_local_baselines(repo: Path) -> None:
+    """The local baselines with very wide bands (latency 1000x, bandwidth down to 0.1 %): a pipeline test
+    about the wiring must not pass or fail on what this shared, loaded machine measured (issue 20)."""
+    path = repo / "baselines" / "local.yaml"
+    data = yaml.safe_load(path.read_text())
+
+    def widen(node):
+        if isinstance(node, dict):
+            if "value" in node and "tolerance" in node:
+                node["tolerance"] = 0.999 if "/s" in str(node.get("unit", "")) else 1000.0
+            for child in node.values():
+                widen(child)
+    widen(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def green_toolchain_mr(repo: Path) -> None:
+    """A comment in the toolchain file, on a repository whose local bands cannot fail on load."""
+    touch_toolchain(repo)
+    widen_local_baselines(repo)
+
+
 def touch_docs(repo: Path) -> None:
     path = repo / "docs" / "architecture.md"
     path.write_text(path.read_text() + "\nA docs-only change.\n")
@@ -452,10 +474,14 @@ def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local_pipeline_vars, tmp_path):
-    repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
+    repo = make_repo(tmp_path, green_toolchain_mr, "toolchain comment")
     done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars})
     assert done.returncode == 0, tail(done)
-    assert verdicts == {job: "PASS" for job in LINT | LOCAL_BENCH}, tail(done)
+    # Every job passes; the verdict may say "needs a look" (WARN: an allowed failure, exit 5) when two
+    # builds differ beyond the noise on this loaded machine, never red.
+    assert set(verdicts) == LINT | LOCAL_BENCH, tail(done)
+    assert all(verdicts[job] == "PASS" for job in LINT | LOCAL_BENCH - {"verdict:local"}), tail(done)
+    assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
     results = artifact(repo, "run:local:batch", "reports/local-batch/results.json")
     assert results, tail(done)
     measured = [r for r in json.loads(results[0].read_text()) if r["status"] == "pass"]
@@ -506,11 +532,16 @@ def test_real_docs_mr_pipeline_runs_lint_only(gitlab_ci_local, local_pipeline_va
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local, local_pipeline_vars, tmp_path):
-    repo = make_repo(tmp_path)
+    repo = make_repo(tmp_path, widen_local_baselines, "bands that cannot fail on load")
     variables = {"CI_PIPELINE_SOURCE": "schedule", **local_pipeline_vars, **ONE_NODE_ONLY}
     done, verdicts = run_pipeline(gitlab_ci_local, repo, variables)
     assert done.returncode == 0, tail(done)
-    assert verdicts == {job: "PASS" for job in LINT | LOCAL_BENCH | {"history:local"}}, tail(done)
+    jobs = LINT | LOCAL_BENCH | {"history:local"}
+    assert set(verdicts) == jobs, tail(done)
+    assert all(verdicts[job] == "PASS" for job in jobs - {"verdict:local"}), tail(done)
+    assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
+    verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
+    assert verdict["event"] == "schedule" and verdict["gating"] == ["history_gate"], verdict
     history = Path(variables["MPIREGRESS_HISTORY_DB"])
     assert history.exists(), "the schedule records its results in the history database"
     import sqlite3
