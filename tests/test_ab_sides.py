@@ -164,5 +164,5 @@ def test_a_lost_node_exits_3_and_keeps_what_was_measured(tmp_path):
     kept = json.loads((opts.report_dir / "ab-samples.json").read_text())
     assert len(kept) == 10 and sum(r["value"] is not None for r in kept) == 4
     summary = (opts.report_dir / "summary.md").read_text()
-    assert "infrastructure fault (exit 3, worth a retry): node lost" in summary
+    assert "🔌 infrastructure: 1 infrastructure fault (exit 3)" in summary and "node lost" in summary
     assert "only 2 complete A/B pair(s) of 5" in summary

@@ -184,7 +184,8 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
     for r in ev.results:
         key = r.key()
         if r.status == "error" and r.conditions.get("infrastructure"):
-            out.append(Finding("infrastructure", "check", key.name(), r.reason, key=key))
+            if key not in paired:         # an A/B series' lost pairs are its paired verdict's
+                out.append(Finding("infrastructure", "check", key.name(), r.reason, key=key))
         elif r.status == "error" and key not in paired:     # an A/B series' error is its paired verdict's
             out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
         if r.conditions.get("verdict") == "noisy":
@@ -254,6 +255,8 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
         return out
     confirmed = {c.key: c for c in ev.confirmations or ()}
     gates = "paired_ab" in rules.gates
+    # Slurm, not the build, stopped these series' pairs (a lost node): worth a retry, not an error.
+    lost = {r.key(): r.reason for r in ev.results if r.status == "error" and r.conditions.get("infrastructure")}
     for v in ev.paired:
         cause = ev.causes.get(v.key, "")
         judge = "paired A/B" if v.basis == "paired" else f"{v.basis} (no A)"
@@ -263,7 +266,9 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
             if v.verdict == "regression":
                 out.append(Finding(EVIDENCE, sentence=v.reason, **common))
             continue
-        if v.verdict == "error":
+        if v.verdict == "error" and v.key in lost:
+            out.append(Finding("infrastructure", sentence=f"{v.reason}; {lost[v.key]}", **common))
+        elif v.verdict == "error":
             out.append(Finding("error", sentence=v.reason, **common))
         elif v.verdict == "regression" and v.basis != "paired":
             # No A to pair with: the history judged B, and history gates only once confirmed.
