@@ -128,6 +128,9 @@ def load_file(path: Path) -> System:
                     f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
+    from .builds.host_toolchain import from_system
+
+    from_system(data, name, path)   # a wrong host_toolchain is named when the file is read, not mid-build
     parts = []
     for pname, spec in (data["partitions"] or {}).items():
         key = f"partitions.{pname}"

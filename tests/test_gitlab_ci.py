@@ -42,7 +42,9 @@ PROJECT_PATH = "ulhpc/mpiregress"
 REMOTE_URL = f"https://gitlab.example.org/{PROJECT_PATH}.git"
 
 LINT = {"lint:toolchain", "lint:pipeline", "lint:easybuild", "lint:dry-run:local"}
-LOCAL_BENCH = {"build:local:batch: [source]", "run:local:batch", "compare:local", "report:local"}
+# systems/local.yaml methods: source and easybuild (real EasyBuild with the host's toolchain).
+LOCAL_BENCH = {"build:local:batch: [source]", "build:local:batch: [easybuild]", "run:local:batch", "compare:local",
+               "report:local"}
 METHODS = ("source", "spack", "easybuild", "eessi")
 CLUSTER_BENCH = (
     {f"build:iris:{p}: [{m}]" for p in ("broadwell", "skylake") for m in METHODS}

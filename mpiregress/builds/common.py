@@ -58,6 +58,11 @@ def record(manifest: manifest_mod.Manifest, manifest_dir: Path, done: str, log: 
     return manifest
 
 
+# Lmod's `module` is a shell function a non-login shell (a build step, a batch job) may not have yet.
+LMOD_INIT = ("type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/bash ] && "
+             ". /usr/share/lmod/lmod/init/bash; }")
+
+
 # --- the project's own MPI programs (checks/src/<name>/) ---------------------------------
 
 def program_sources(root: Optional[Path] = None) -> list[Path]:
@@ -88,9 +93,7 @@ def build_programs(*, method: str, target: str, cflags: str, setup: Sequence[str
             shutil.rmtree(work)
         shutil.copytree(src, work)
         make = shlex.join(["make", f"MPICC={mpicc}", f"CFLAGS={cflags}", f"PREFIX={prefix}", "install"])
-        # Lmod's `module` is a shell function a non-login shell may not have yet.
-        lines = ["type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/bash ] && "
-                 ". /usr/share/lmod/lmod/init/bash; }", *setup, make]
+        lines = [LMOD_INIT, *setup, make]
         env = {k: v for k, v in os.environ.items() if k not in ("MPICC", "CFLAGS", "PREFIX")}
         run_logged(["bash", "-c", " && ".join(f"{{ {line}; }}" for line in lines)], step=f"program {src.name}",
                    cwd=work, log=log, env=env)

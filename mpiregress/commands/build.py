@@ -47,6 +47,10 @@ def resolve_target(args: argparse.Namespace, tc_path: Path) -> tuple[str, Option
         raise InputError("give either --target or --system/--partition, not both")
     if args.target:
         return microarch.lookup(args.target).name, None, None
+    if args.system and not args.partition:
+        only = systems.get(args.system).partitions
+        if len(only) == 1:   # a one-partition system (the local one) needs no --partition
+            args.partition = only[0].name
     if args.system or args.partition:
         if not (args.system and args.partition):
             raise InputError("--system and --partition go together (e.g. --system iris --partition broadwell)")
