@@ -543,6 +543,19 @@ class _Linter:
                     return path, number
         return self.tc.path, self.tc_yaml.line("stack")
 
+    # -- a site's Spack scope -----------------------------------------------------------
+
+    def lint_site_scopes(self, scopes: Iterable[Path]) -> None:
+        """Every compiler path and external prefix a site scope names exists here (Spack 0.23 would stop
+        with "internal error ... unsatisfiable", 1.1 concretize a smaller graph without a word)."""
+        from .builds.spack import site_scope_problems
+
+        for scope in scopes:
+            for problem in site_scope_problems(Path(scope)):
+                path, _, sentence = problem.partition(": ")
+                self.add(Path(path) if Path(path).exists() else Path(scope), 1, sentence or problem)
+            self.report.checked.append(f"site scope {scope} (compiler paths and external prefixes exist)")
+
     # -- ReFrame site configuration --------------------------------------------------
 
     def lint_reframe_config(self) -> None:
@@ -665,7 +678,8 @@ def _literal(node: Optional[ast.expr]) -> Any:
         return None
 
 
-def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None) -> Report:
+def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None,
+         site_scopes: Iterable[Path] = ()) -> Report:
     """Compare every build definition under ``root`` with the toolchain file and the systems data.
 
     ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``; ``easybuild``: compare
@@ -683,6 +697,7 @@ def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[
     linter.lint_reframe_config()
     linter.lint_baselines()
     linter.lint_derived()
+    linter.lint_site_scopes(site_scopes)
     linter.report.findings = list(dict.fromkeys(linter.report.findings))
     return linter.report
 
