@@ -491,4 +491,19 @@ def stack_problems(stack: Mapping[str, Mapping[str, object]], toolchain: Toolcha
                 problems.append(f"{label} {version or '?'} without {', '.join(missing)}")
             if extra:
                 problems.append(f"{label} {version or '?'} with {', '.join(extra)}")
+        # Beyond versions (toolchain variants and providers): as concretized (Spack) or as the
+        # easyconfig builds it (EasyBuild, "built"), where the build recorded them.
+        wanted = {**(toolchain.variants.get(name) or {}), **(toolchain.providers.get(name) or {})}
+        built: dict[str, bool] = {}
+        recorded, variants, providers = got.get("built"), got.get("variants"), got.get("providers")
+        if isinstance(recorded, dict):
+            built.update({str(k): bool(v) for k, v in recorded.items()})
+        if isinstance(variants, dict):
+            built.update({str(k): bool(v) for k, v in variants.items() if v is not None})
+        if isinstance(providers, list):
+            built.update({p: p in providers for p in toolchain.providers.get(name) or {}})
+        wrong = [f"{'+' if want else '~'}{feature}" for feature, want in wanted.items()
+                 if feature in built and built[feature] != bool(want)]
+        if wrong:
+            problems.append(f"{label} {version or '?'} not {' '.join(wrong)}")
     return problems

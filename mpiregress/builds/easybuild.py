@@ -183,6 +183,53 @@ def stack_from_chain(chain: Sequence[Dependency], tc: toolchain.Toolchain) -> di
     return stack
 
 
+# libfabric providers its configure builds unless told --disable-<p> (verbs and usnic also need rdma-core).
+LIBFABRIC_DEFAULT_PROVIDERS = ("tcp", "udp", "shm", "rxm", "rxd", "sockets", "usnic", "mrail")
+
+
+def easyconfig_features(component: str, text: str) -> dict[str, bool]:
+    """What an easyconfig builds, as the toolchain file names it: {feature: built?} from its dependencies,
+    OS dependencies and configure options (hwloc pci, libfabric providers, UCX transports).
+
+    Features the text cannot decide are left out (not assumed)."""
+    opts = set(re.findall(r"--(?:enable|disable|with|without)-[\w-]+", " ".join(
+        m.group(1) for m in re.finditer(r"^configopts\s*\+?=\s*(.+)$", text, re.M))))
+    block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.M | re.S)
+    deps = set(re.findall(r"^\s*\(\s*['\"]([^'\"]+)['\"]", block.group(1), re.M)) if block else set()
+    ibverbs = "OS_PKG_IBVERBS_DEV" in text
+    found: dict[str, bool] = {}
+    if component == "hwloc":
+        found["pci"] = "libpciaccess" in deps and "--disable-pci" not in opts
+    elif component == "libfabric":
+        for provider in (*LIBFABRIC_DEFAULT_PROVIDERS, "verbs"):
+            default = ibverbs if provider in ("verbs", "usnic") else True
+            found[provider] = f"--enable-{provider}" in opts or (default and f"--disable-{provider}" not in opts)
+    elif component == "ucx":
+        verbs = ("--with-verbs" in opts or ibverbs) and "--without-verbs" not in opts
+        for transport in ("verbs", "rc", "ud", "dc"):
+            found[transport] = verbs
+        found["mlx5_dv"] = verbs and "--without-mlx5-dv" not in opts
+        found["rdmacm"] = ibverbs and "--without-rdmacm" not in opts
+        found["cma"] = "--enable-cma" in opts
+        found["knem"] = "--with-knem" in opts
+        found["xpmem"] = "--with-xpmem" in opts
+    return found
+
+
+def stack_features(chain: Sequence[Dependency], tc: toolchain.Toolchain) -> dict[str, dict[str, bool]]:
+    """{component: {feature: built?}} of the stack easyconfigs in ``chain`` (what the toolchain file's
+    variants, providers and transports name), read from the easyconfig files EasyBuild resolved."""
+    out: dict[str, dict[str, bool]] = {}
+    for name, component in tc.stack.items():
+        dep = next((d for d in chain if d.module.startswith(f"{component.get('easybuild', name)}/")), None)
+        if dep is None or not Path(dep.easyconfig).is_file():
+            continue
+        features = easyconfig_features(name, Path(dep.easyconfig).read_text())
+        if features:
+            out[name] = features
+    return out
+
+
 # --- what to build ----------------------------------------------------------------------------
 
 def easyconfig_for(tc: toolchain.Toolchain, root: Path = REPO_ROOT) -> Path:
@@ -382,6 +429,9 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
                      f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
     stack = stack_from_chain(chain, tc) if loaded is None else common.detect_stack(tc)
+    for name, features in (stack_features(chain, tc) if loaded is None else {}).items():
+        if name in stack:
+            stack[name]["built"] = features   # variants, providers, transports from the easyconfig
     return Manifest(
         method=METHOD, toolchain=tc.name, osu_version=str(records.params.get("version", tc.osu["version"])),
         target=target, prefix=records.root, bin_dir=str(Path(records.root) / BIN_SUBDIR), flags=flags,

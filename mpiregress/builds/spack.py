@@ -183,10 +183,15 @@ def stack_from_spec(nodes: list, tc: toolchain.Toolchain) -> dict[str, dict[str,
             continue
         entry: dict[str, Any] = {"version": _version(node.get("version", "")), "hash": str(node.get("hash", "")),
                                  "from": "spec.json"}
+        params = node.get("parameters") or {}
         wanted = tc.transports.get(name)
         if wanted:
-            params = node.get("parameters") or {}
             entry["transports"] = sorted(t for t in wanted if params.get(t) is True)
+        if tc.variants.get(name):   # what matters beyond versions, as concretized (hwloc +pci)
+            entry["variants"] = {v: params.get(v) for v in tc.variants[name]}
+        if tc.providers.get(name):
+            fabrics = params.get("fabrics")
+            entry["providers"] = sorted(fabrics) if isinstance(fabrics, list) else fabrics
         stack[name] = entry
     return stack
 
