@@ -267,3 +267,13 @@ def test_real_spack_build_of_the_double_on_the_local_system(tmp_path: Path):
     assert m.extra["checksum_override"]["sha256"] == sha and m.extra["spack_hash"]
     assert Path(m.extra["source_mirror"]).name.startswith(toolchain.load(REPO_ROOT / "toolchains" / "2023b.yaml")
                                                           .osu["sha256"])
+
+
+def test_manifest_of_the_by_hand_local_build_with_an_external_openmpi(tc):
+    """The spec.json of a real Spack 0.23.1 build on the local system (benchmarks/spack_local_build.py,
+    2026-11-25): OpenMPI is the host's external, so its stack is not claimed missing."""
+    m = manifest_from_spec(spec("spack-0.23.1-local-host-spec.json"), "/p", tc, system="local", partition="batch")
+    assert (m.target, m.compiler, m.mpi) == ("x86_64_v4", {"name": "gcc", "version": "12.2.0"},
+                                             {"name": "openmpi", "version": "4.1.4"})
+    assert any("is an external of Spack (/usr)" in n for n in m.notes)
+    assert not any(n.endswith(": no UCX") or n.endswith(": no hwloc") for n in m.notes), m.notes

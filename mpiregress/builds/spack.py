@@ -301,8 +301,14 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
     version = _version(root.get("version", ""))
     stack = stack_from_spec(nodes, tc)
     notes = common.toolchain_notes(tc, compiler, mpi)
+    external = (mpi_node or {}).get("external")
+    if external:
+        # An external MPI's own stack is not in Spack's graph: "no UCX" would be a false claim.
+        path = external.get("path", "") if isinstance(external, Mapping) else ""
+        notes.append(f"MPI {mpi.get('name')} {mpi.get('version')} is an external of Spack ({path}): the stack "
+                     f"under it is not in Spack's graph")
     notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
-              for p in common.stack_problems(stack, tc, complete=True)]
+              for p in common.stack_problems(stack, tc, complete=not external)]
     if version != str(tc.osu["version"]):
         notes.append(f"Spack built OSU {version}, the toolchain {tc.name} says {tc.osu['version']}")
     mpi_params = (mpi_node or {}).get("parameters") or {}
@@ -441,7 +447,12 @@ def build(options: BuildOptions) -> Manifest:
     if manifest.target != target:
         raise common.BuildError(f"Spack concretized {tc.osu['name']} for target {manifest.target}, not {target}: "
                                 f"check packages:all:require in {source_env / 'spack.yaml'}")
-    manifest.sha256, manifest.sha256_official = sha256, official
+    if host is not None:
+        # The host's OpenMPI is an external: its stack as its own tools report it, as for the source build.
+        manifest.stack = common.detect_stack(tc)
+        manifest.notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
+                           for p in common.stack_problems(manifest.stack, tc)]
+        manifest.sha256, manifest.sha256_official = sha256, official
     if not official:
         manifest.notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
                               f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
