@@ -93,6 +93,13 @@ class System:
 
 
 def systems_dir(root: Path = REPO_ROOT) -> Path:
+    """``<root>/systems``; for this checkout, ``$MPIREGRESS_SYSTEMS_DIR`` when set (a site's or a
+    benchmark's own copy of the systems data, like the other paths of paths.py)."""
+    import os
+
+    override = os.environ.get("MPIREGRESS_SYSTEMS_DIR")
+    if override and Path(root).resolve() == REPO_ROOT.resolve():
+        return Path(override).resolve()
     return Path(root) / "systems"
 
 

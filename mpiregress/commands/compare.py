@@ -51,6 +51,14 @@ def _stacks() -> dict[str, str]:
                                          toolchain.load(toolchain.default_path()))
 
 
+def _builds() -> dict[frozenset[str], str]:
+    """How the builds of the run's methods differ from each other (flags, MCA parameters), from their manifests."""
+    from .. import manifest
+    from ..builds import differences
+
+    return differences.between(manifest.find_all(paths.manifest_dir()))
+
+
 def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportData:
     config = gate_config(args)
     results = read_results_file(args.results)
@@ -60,7 +68,7 @@ def build_report(args: argparse.Namespace, with_trends: bool) -> report.ReportDa
     try:
         data = report.build(results, history, books, config, results_source=str(args.results),
                             history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
-                            with_trends=with_trends, stacks=_stacks())
+                            with_trends=with_trends, stacks=_stacks(), builds=_builds())
     finally:
         if history:
             history.close()

@@ -79,12 +79,14 @@ class ReportData:
 def build(results: Sequence[Result], history: Optional[History], baselines: Mapping[str, Optional[Baselines]],
           config: GateConfig = GateConfig(), results_source: str = "", history_source: str = "",
           exclude_run: Optional[str] = None, with_trends: bool = True,
-          stacks: Optional[Mapping[str, str]] = None) -> ReportData:
+          stacks: Optional[Mapping[str, str]] = None,
+          builds: Optional[Mapping[frozenset[str], str]] = None) -> ReportData:
     """Judge ``results`` and gather the history a report needs (series of the results' systems).
 
     ``with_trends=False`` (the MR gate) reads only the series of ``results`` and skips
     the change-point scan. ``stacks`` (consistency.stack_differences of the run's manifests) lets a
-    cross-method finding name the MPI stack difference behind it.
+    cross-method finding name the MPI stack difference behind it, ``builds`` (builds.differences.between)
+    the build difference (flags, MCA parameters of the build's modules).
     """
     books = {s: b for s, b in baselines.items() if b is not None}
     verdicts = judge(results, history, baselines, config, exclude_run=exclude_run)
@@ -112,7 +114,7 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     values = consistency.method_values(results)
     collectives = _collectives(results)
     return ReportData(results=list(results), verdicts=verdicts,
-                      findings=consistency.check(values, noise, stacks=stacks),
+                      findings=consistency.check(values, noise, stacks=stacks, builds=builds),
                       baseline_findings=consistency.baseline_gaps(books.values(), values, noise),
                       changes=changes, trends=trends, baselines=books, config=config,
                       results_source=results_source, history_source=history_source, history_runs=runs_count,
