@@ -74,6 +74,8 @@ def test_real_eb_build_of_the_double_and_its_manifest(built):
     assert m.target == microarch.host_target()
     assert m.flags == common.target_flags(m.target, LOCAL.compiler) and "native" not in m.flags
     assert m.flags in m.extra["cflags"] and any(a.startswith("--optarch=") for a in m.extra["command_line"])
+    # Its own build folder (never EasyBuild's shared ~/.local/easybuild/build): concurrent builds stay apart.
+    assert any(a.startswith("--buildpath=") and str(root / "state") in a for a in m.extra["command_line"])
     # Compiler and MPI as the loaded modules say; the toolchain modules the OSU module pulled in.
     assert m.compiler == {"name": "gcc", "version": LOCAL.compiler["version"]}
     assert m.mpi == {"name": "openmpi", "version": LOCAL.mpi["version"]}
@@ -85,6 +87,8 @@ def test_real_eb_build_of_the_double_and_its_manifest(built):
     assert m.sha256 == sha and m.sha256_official is False
     assert m.extra["checksum_override"]["sha256"] == sha
     assert any("site tarball" in n for n in m.notes) and any("not a 2023b build" in n for n in m.notes)
+    # The stack under the host's OpenMPI as its own tools report it, down to hwloc's PCI support.
+    assert m.stack["hwloc"]["from"] == "hwloc-info" and isinstance(m.stack["hwloc"]["variants"]["pci"], bool)
     # Every benchmark folder of the easyconfig's sanity check, and the project's programs.
     for kind in ("pt2pt", "collective", "one-sided", "startup"):
         assert any((Path(m.bin_dir) / kind).iterdir())
@@ -162,3 +166,16 @@ def test_dry_run_lists_an_external_toolchain_module():
     assert [(d.module, d.easyconfig, d.installed) for d in chain] == [
         ("OSU-Micro-Benchmarks/7.2-gompi-host", "/x/OSU-Micro-Benchmarks-7.2-gompi-host.eb", True),
         ("gompi/host", "(no easyconfig file found)", True)]
+
+
+def test_a_stack_built_without_what_the_toolchain_names_is_a_note():
+    from mpiregress import toolchain
+
+    tc = toolchain.load(toolchain.default_path())
+    stack = {"hwloc": {"version": "2.9.2", "variants": {"pci": False}},
+             "libfabric": {"version": "1.19.0", "providers": ["sockets", "tcp", "udp"]},
+             "ucx": {"version": "1.15.0", "built": {"cma": True}}}
+    problems = common.stack_problems(stack, tc)
+    assert "hwloc 2.9.2 not +pci" in problems
+    assert "libfabric 1.19.0 not +verbs +shm +rxm ~sockets" in problems
+    assert not any(p.startswith("UCX") for p in problems)

@@ -294,6 +294,16 @@ def _output(cmd: Sequence[str]) -> Optional[str]:
     return (proc.stdout or proc.stderr).strip()
 
 
+def _output_env(cmd: Sequence[str], extra: Mapping[str, str]) -> Optional[str]:
+    """stdout+stderr of a quick query command run with ``extra`` in its environment, or None."""
+    try:
+        proc = subprocess.run(list(cmd), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                              env={**os.environ, **extra})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return None if proc.returncode != 0 else proc.stdout + proc.stderr
+
+
 def _compiler_name(banner: str) -> str:
     """archspec's compiler name from a ``--version`` banner."""
     text = banner.lower()
@@ -456,6 +466,11 @@ def detect_stack(toolchain: Toolchain) -> dict[str, dict[str, object]]:
         found = re.search(r"(\d+\.\d+\.\d+)", _output(cmd) or "")
         if found and name in stack:
             stack[name] = {"version": found.group(1), "from": cmd[0]}
+    if "hwloc" in toolchain.variants and stack.get("hwloc", {}).get("version"):
+        # hwloc names the discovery components it registers; "pci" is there only when built with PCI support.
+        verbose = _output_env(["hwloc-info"], {"HWLOC_COMPONENTS_VERBOSE": "1"})
+        if verbose is not None:
+            stack["hwloc"]["variants"] = {"pci": "Registered discovery component `pci'" in verbose}
     parsable = _output(["ompi_info", "--parsable"]) or ""
     components = re.findall(r"^mca:(pml|pmix|btl|coll):(\w+):version:\"component", parsable, re.M)
     if components:

@@ -266,7 +266,8 @@ def installpath_for(install_root: Path, target: str) -> Path:
 
 
 def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, sourcepaths: Sequence[Path],
-               jobs: int, rebuild: bool = False, logdir: Optional[Path] = None) -> list[str]:
+               jobs: int, rebuild: bool = False, logdir: Optional[Path] = None,
+               workdir: Optional[Path] = None) -> list[str]:
     """The ``eb`` command line of a build (the same on a laptop, in CI and on the clusters).
 
     EasyBuild searches every ``sourcepaths`` entry and downloads into the first one
@@ -281,6 +282,11 @@ def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, so
         cmd.append("--rebuild")
     if logdir is not None:
         cmd.append(f"--tmp-logdir={logdir}")   # EasyBuild's own log of a failed build, next to ours
+    if workdir is not None:
+        # EasyBuild's default build folder (~/.local/easybuild/build/<name>/<version>/<toolchain>) is shared
+        # by every build of the same easyconfig: two builds at once (two targets, CI and a user) would
+        # compile in one tree. Each build gets its own, and its own temporary folder.
+        cmd += [f"--buildpath={workdir / 'eb-build'}", f"--tmpdir={workdir / 'eb-tmp'}"]
     return cmd
 
 
@@ -543,7 +549,8 @@ def build(options: BuildOptions) -> Manifest:
         easyconfig = _amended_easyconfig(easyconfig, workdir, tc.osu["sha256"], sha256, host, ebtc)
     sourcepaths = [common.sources_cache_dir().resolve(), tarball.parent.resolve()]
     cmd = eb_command(eb, easyconfig, optarch=optarch, installpath=installpath, sourcepaths=sourcepaths,
-                     jobs=options.jobs, rebuild=rebuild or host is not None, logdir=workdir / "eb-logs")
+                     jobs=options.jobs, rebuild=rebuild or host is not None, logdir=workdir / "eb-logs",
+                     workdir=workdir)
     log = workdir / "eb.log"
     _say(f"{shlex.join(cmd)} (log: {log})")
     workdir.mkdir(parents=True, exist_ok=True)
