@@ -7,6 +7,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$repo/ci/setup.sh"
+# The venv first on PATH: the easybuild method runs its `eb` (systems/local.yaml methods).
+source "$repo/ci/env.sh"
 mpiregress="$repo/.venv/bin/mpiregress"
 
 # Where the run writes: its --report-dir if given, else the run's default.

@@ -33,7 +33,8 @@ stamp=.venv/.mpiregress-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python dependencies (pinned in pyproject.toml)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  # easybuild: the local system builds OSU with real EasyBuild too (systems/local.yaml methods).
+  .venv/bin/python -m pip install -q -e ".[easybuild,test]"
   touch "$stamp"
 fi
 

@@ -25,6 +25,7 @@ import yaml
 from . import generate, microarch
 from . import systems as systems_mod
 from . import toolchain as toolchain_mod
+from .builds.easybuild import easyconfig_features
 from .errors import MpiRegressError
 
 # How Spack's openmpi package spells each MPI feature of the toolchain file
@@ -45,6 +46,11 @@ TRANSPORT_EFFECT = {
     "mlx5_dv": "no mlx5 accelerated verbs",
     "rdmacm": "no RDMA connection manager",
     "cma": "intra-node messages lose single-copy CMA",
+}
+# What a build variant of the toolchain file (variants:) changes, for the finding's one sentence.
+VARIANT_EFFECT = {
+    ("hwloc", "pci"): "without PCI topology hwloc (and OpenMPI through it) cannot tell which NIC is near which "
+                      "core",
 }
 # Spack packages that must come from the site (spack-envs/site-example/).
 SITE_EXTERNALS = ("slurm", "rdma-core")
@@ -393,6 +399,27 @@ class _Linter:
                     else "a transport gompi/2023b does not have"
                 self.add(spath, sline, f"{spack_name} {found}, the toolchain file (transports.{name}.{variant}) "
                                        f"says {want}{variant}: {effect}")
+            for variant, wanted in (self.tc.variants.get(name) or {}).items():
+                want, other = ("+", "~") if wanted else ("~", "+")
+                if f"{want}{variant}" in tokens:
+                    continue
+                found = f"requires {other}{variant}" if f"{other}{variant}" in tokens else f"lacks {want}{variant}"
+                effect = VARIANT_EFFECT.get((name, variant),
+                                            f"not how {self.eb_tc_name}/{self.eb_tc_version} builds it")
+                self.add(spath, sline, f"{spack_name} {found}, the toolchain file (variants.{name}.{variant}) says "
+                                       f"{want}{variant}: {effect}")
+            providers = self.tc.providers.get(name) or {}
+            if providers:
+                have = {v for t in _variant_values(text, "fabrics") for v in t.lstrip(":=").split(",")}
+                missing = [p for p, w in providers.items() if w and p not in have]
+                extra = [p for p, w in providers.items() if not w and p in have]
+                if missing or extra:
+                    said = ",".join(p for p, w in providers.items() if w)
+                    what = "; ".join(filter(None, [f"lacks {', '.join(missing)}" if missing else "",
+                                                   f"has {', '.join(extra)}" if extra else ""]))
+                    self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have)) or '(Spack default)'} "
+                                           f"{what}: the toolchain file (providers.{name}) says fabrics={said}, "
+                                           f"the providers {self.eb_tc_name}/{self.eb_tc_version}'s {spack_name} has")
 
     def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any) -> None:
         """`spack ci generate` gives every job it makes runner tags (the rest of ci: is rendered from systems/)."""
@@ -526,8 +553,37 @@ class _Linter:
                 self.add(declared[0], declared[1],
                          f"EasyBuild resolves {found['module']}, the toolchain file (stack.{name}) says "
                          f"{eb_name} {component['version']}")
+        self._lint_easybuild_variants(chain)
         self.report.checked.append(f"EasyBuild's resolved stack ({len(chain)} easyconfigs; "
-                                   f"{', '.join(by_name)} as in stack:)")
+                                   f"{', '.join(by_name)} as in stack:, and how they are built: variants, "
+                                   f"providers, transports)")
+
+    def _lint_easybuild_variants(self, chain: list) -> None:
+        """What the toolchain file says beyond versions (variants, providers, transports) against the
+        dependencies and configure options of the easyconfigs EasyBuild resolved."""
+        for name, component in self.tc.stack.items():
+            eb_name = str(component.get("easybuild", name))
+            dep = next((d for d in chain if d.module.startswith(eb_name + "/")), None)
+            wanted = {**(self.tc.variants.get(name) or {}), **(self.tc.providers.get(name) or {}),
+                      **(self.tc.transports.get(name) or {})}
+            if dep is None or not wanted:
+                continue
+            path = Path(dep.easyconfig)
+            try:
+                text = path.read_text()
+            except OSError:
+                continue
+            built = easyconfig_features(name, text)
+            line = next((i for i, t in enumerate(text.splitlines(), 1) if t.startswith("configopts")), 1)
+            for feature, want in wanted.items():
+                have = built.get(feature)
+                if have is None or have == bool(want):
+                    continue
+                section = next(s for s, d in (("variants", self.tc.variants), ("providers", self.tc.providers),
+                                              ("transports", self.tc.transports)) if feature in (d.get(name) or {}))
+                self.add(path, line, f"EasyBuild's {dep.module} is built {'without' if want else 'with'} {feature} "
+                                     f"(its dependencies and configopts), the toolchain file ({section}.{name}."
+                                     f"{feature}) says {'+' if want else '~'}{feature}")
 
     def _declaring_easyconfig(self, chain: list, eb_name: str) -> tuple[Path, int]:
         """The easyconfig in the chain that lists ``eb_name`` as a dependency, and that line."""
@@ -542,6 +598,19 @@ class _Linter:
                 if pattern.search(text) and not dep.module.startswith(eb_name + "/"):
                     return path, number
         return self.tc.path, self.tc_yaml.line("stack")
+
+    # -- a site's Spack scope -----------------------------------------------------------
+
+    def lint_site_scopes(self, scopes: Iterable[Path]) -> None:
+        """Every compiler path and external prefix a site scope names exists here (Spack 0.23 would stop
+        with "internal error ... unsatisfiable", 1.1 concretize a smaller graph without a word)."""
+        from .builds.spack import site_scope_problems
+
+        for scope in scopes:
+            for problem in site_scope_problems(Path(scope)):
+                path, _, sentence = problem.partition(": ")
+                self.add(Path(path) if Path(path).exists() else Path(scope), 1, sentence or problem)
+            self.report.checked.append(f"site scope {scope} (compiler paths and external prefixes exist)")
 
     # -- ReFrame site configuration --------------------------------------------------
 
@@ -665,7 +734,8 @@ def _literal(node: Optional[ast.expr]) -> Any:
         return None
 
 
-def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None) -> Report:
+def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None,
+         site_scopes: Iterable[Path] = ()) -> Report:
     """Compare every build definition under ``root`` with the toolchain file and the systems data.
 
     ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``; ``easybuild``: compare
@@ -683,6 +753,7 @@ def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[
     linter.lint_reframe_config()
     linter.lint_baselines()
     linter.lint_derived()
+    linter.lint_site_scopes(site_scopes)
     linter.report.findings = list(dict.fromkeys(linter.report.findings))
     return linter.report
 

@@ -140,24 +140,35 @@ def _detect_local_topology(topology_dir: Path, env: dict[str, str]) -> None:
         raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
 
 
-def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain) -> None:
-    """Reuse a usable source build for this host, or build one (real OSU path)."""
-    host = microarch.host_target()
-    usable = [m for m in manifest.find(opts.manifest_dir, "source") if microarch.can_run(m.target, host)]
-    # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
-    # without one, any build these nodes can run is reused rather than failing offline.
-    if usable and not (opts.source_mirror or opts.sha256_override):
-        _log(f"reusing source build {usable[0].path} (target {usable[0].target})")
-        return
-    from .builds import source
+def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
+    """Reuse or build, for this host, every method the local system builds for real (its ``methods``);
+    the sentences of the methods that cannot build here (their checks then skip with the reason)."""
+    from . import systems
+    from .builds import method as build_method
+    from .errors import NotAvailableError
 
-    _log(f"source build of OSU {tc.osu['version']} for {host} (reused when nothing changed)")
-    built = source.build(BuildOptions(
-        method="source", toolchain_file=opts.toolchain_file, target=host,
-        manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
-        system="local", partition="batch", source_mirror=opts.source_mirror,
-        sha256_override=opts.sha256_override))
-    _log(f"built {built.path}")
+    host = microarch.host_target()
+    skipped = []
+    for name in [m for m in systems.get("local").methods if m in methods]:
+        usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, host)]
+        # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
+        # without one, any build these nodes can run is reused rather than failing offline.
+        if usable and not (opts.source_mirror or opts.sha256_override):
+            _log(f"reusing {name} build {usable[0].path} (target {usable[0].target})")
+            continue
+        _log(f"{name} build of OSU {tc.osu['version']} for {host} (reused when nothing changed)")
+        try:
+            built = build_method(name).build(BuildOptions(
+                method=name, toolchain_file=opts.toolchain_file, target=host,
+                manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
+                system="local", partition="batch", source_mirror=opts.source_mirror,
+                sha256_override=opts.sha256_override))
+        except NotAvailableError as err:
+            skipped.append(f"{name} build not available here: {err}")
+            _log(skipped[-1])
+            continue
+        _log(f"built {built.path}")
+    return skipped
 
 
 def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> Path:
@@ -434,9 +445,9 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
             env.update(cluster.client_env())
             _log(f"local Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
             folder.step(f"local Slurm up ({cluster.state_dir})")
-            if "source" in methods and opts.build_missing:
-                _ensure_local_build(opts, tc)
-                folder.step("source build of OSU ready")
+            if opts.build_missing:
+                notes += _ensure_local_build(opts, tc, methods)
+                folder.step("local builds of OSU ready (systems/local.yaml methods)")
     if opts.dry_run:
         manifest_dir = _planned_manifests(opts, tc, methods)
         env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)

@@ -120,6 +120,13 @@ class System:
 
 
 def systems_dir(root: Path = REPO_ROOT) -> Path:
+    """``<root>/systems``; for this checkout, ``$MPIREGRESS_SYSTEMS_DIR`` when set (a site's or a
+    benchmark's own copy of the systems data, like the other paths of paths.py)."""
+    import os
+
+    override = os.environ.get("MPIREGRESS_SYSTEMS_DIR")
+    if override and Path(root).resolve() == REPO_ROOT.resolve():
+        return Path(override).resolve()
     return Path(root) / "systems"
 
 
@@ -162,6 +169,9 @@ def load_file(path: Path) -> System:
         raise _fail(path, "noise_floor", str(err)) from None
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
+    from .builds.host_toolchain import from_system
+
+    from_system(data, name, path)   # a wrong host_toolchain is named when the file is read, not mid-build
     parts = []
     for pname, spec in (data["partitions"] or {}).items():
         key = f"partitions.{pname}"

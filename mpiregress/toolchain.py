@@ -58,6 +58,17 @@ class Toolchain:
         return dict(self.data.get("transports") or {})
 
     @property
+    def variants(self) -> dict[str, dict[str, Any]]:
+        """Build variants beyond versions, per component (``hwloc: {pci: true}``): Spack variant names."""
+        return dict(self.data.get("variants") or {})
+
+    @property
+    def providers(self) -> dict[str, dict[str, bool]]:
+        """Providers built (true) or absent (false), per component (``libfabric``: Spack's ``fabrics``)."""
+        return {str(k): {str(p): bool(w) for p, w in (v or {}).items()}
+                for k, v in (self.data.get("providers") or {}).items()}
+
+    @property
     def runtime_env(self) -> dict[str, str]:
         """Variables the toolchain's MPI runs with (``mpi.runtime_env``: MCA settings such as an
         OpenMPI module's ``setenv OMPI_MCA_*``). Part of the toolchain, so every build method records

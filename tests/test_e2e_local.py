@@ -139,10 +139,26 @@ def test_build_the_nodes_cannot_execute_is_refused_before_launch(pipeline, tmp_p
 
 
 def test_a_requested_method_without_a_build_fails_instead_of_passing(pipeline, tmp_path):
-    done = mpiregress(pipeline, "--methods", "easybuild", report_dir=tmp_path)
+    # Spack is not among the local system's methods (no registry has it): nothing builds it here.
+    done = mpiregress(pipeline, "--methods", "spack", report_dir=tmp_path)
     assert done.returncode == 2
-    assert "method easybuild was asked for but produced no measurement" in done.stderr
-    assert "no easybuild build here" in done.stderr
+    assert "method spack was asked for but produced no measurement" in done.stderr
+    assert "no spack build here" in done.stderr
+
+
+def test_the_local_run_builds_and_measures_source_and_easybuild_side_by_side(pipeline, tmp_path):
+    """systems/local.yaml methods: the run builds both for real (EasyBuild with the host's toolchain)
+    and measures the same series with each."""
+    done = mpiregress(pipeline, "--methods", "source,easybuild", "--metrics", "latency", "--placements", "same_numa",
+                      "--iterations", "100", report_dir=tmp_path / "r")
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    found = json.loads((tmp_path / "r" / "results.json").read_text())
+    by_method = {r["method"]: r for r in found}
+    assert set(by_method) == {"source", "easybuild"}
+    assert all(r["status"] in ("pass", "fail") and r["value"] > 0 for r in by_method.values())
+    assert re.search(r"same_numa\s.*easybuild", done.stdout), "the table shows the easybuild row"
+    eb = [json.loads(p.read_text()) for p in Path(pipeline["MPIREGRESS_STATE_DIR"], "manifests").glob("easybuild-*")]
+    assert len(eb) == 1 and eb[0]["extra"]["module"] == "OSU-Micro-Benchmarks/7.2-gompi-host"
 
 
 def test_slurm_down_is_one_sentence_and_exit_3(tmp_path):

@@ -42,7 +42,8 @@ PROJECT_PATH = "ulhpc/mpiregress"
 REMOTE_URL = f"https://gitlab.example.org/{PROJECT_PATH}.git"
 
 LINT = {"lint:toolchain", "lint:pipeline", "lint:easybuild", "lint:dry-run:local"}
-LOCAL_BENCH = {"build:local:batch: [source]", "run:local:batch", "verdict:local"}
+# systems/local.yaml methods: source and easybuild (real EasyBuild with the host's toolchain).
+LOCAL_BENCH = {"build:local:batch: [source]", "build:local:batch: [easybuild]", "run:local:batch", "verdict:local"}
 METHODS = ("source", "spack", "easybuild", "eessi")
 CLUSTER_BENCH = (
     {f"build:iris:{p}: [{m}]" for p in ("broadwell", "skylake") for m in METHODS}
@@ -247,6 +248,14 @@ def test_lint_runs_off_cluster_for_every_mr_including_forks(expanded):
         assert jobs[name]["interruptible"] is True
 
 
+def test_the_local_pipeline_builds_and_measures_source_and_easybuild(expanded):
+    """systems/local.yaml methods: both build jobs, and the run job measures both (the real pipelines
+    below narrow the measurement to source with MPIREGRESS_RUN_ARGS to keep the suite short)."""
+    build = expanded["build:local:batch"]
+    assert build["parallel"]["matrix"] == [{"MPIREGRESS_METHOD": ["source", "easybuild"]}]
+    assert expanded["run:local:batch"]["variables"]["MPIREGRESS_METHODS"] == "source,easybuild"
+
+
 def test_retries_are_for_infrastructure_only(expanded):
     for name, job in real_jobs(expanded).items():
         retry = job["retry"]
@@ -431,7 +440,11 @@ def local_pipeline_vars(local_cluster, tmp_path_factory) -> Iterator[dict[str, s
         # Lean: fewer measured iterations than the design's 1000, same code path; three
         # samples per series, as the history gate needs. Point-to-point only: these runs test the
         # pipeline's wiring; the collectives' path has its own end-to-end tests (test_coll_e2e.py).
-        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt",
+        # The source build's series only (--methods after the job's own wins): the easybuild build
+        # job runs for real in every pipeline here, and measuring its series beside source's is
+        # tested end to end without the pipeline (test_e2e_local.py); measuring both here doubled the
+        # run job (5 -> 10 min per pipeline on the shared 2-core CI machine).
+        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --methods source",
         # The A/B job measures every series 2k times: its check has its own real test
         # (tests/test_ab_run.py); these pipelines test the rest of the wiring.
         "MPIREGRESS_AB": "off",
@@ -464,7 +477,8 @@ def artifact(repo: Path, job: str, pattern: str) -> list[Path]:
 # PMIx occasionally misbehave (a teardown hang, SchedMD 16817; a rare rank crash). The toolchain-MR
 # run above covers cross_node through the pipeline; the other runs test the pipeline's wiring and
 # measure same_numa only, so a rare defect of that path cannot decide them.
-ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --placements same_numa"}
+ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --placements same_numa "
+                                        "--methods source"}
 
 
 def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
@@ -504,8 +518,8 @@ def test_real_toolchain_mr_with_broken_baseline_fails_at_the_verdict_job(gitlab_
     # The run job measured (exit 0); the one verdict job fails the MR: the baselines file the MR
     # changes does not accept today's measurement.
     assert verdicts.get("verdict:local") == "FAIL", tail(done)
-    assert all(verdicts.get(job) == "PASS" for job in LINT | {"build:local:batch: [source]", "run:local:batch"}), \
-        verdicts
+    builds = {"build:local:batch: [source]", "build:local:batch: [easybuild]"}
+    assert all(verdicts.get(job) == "PASS" for job in LINT | builds | {"run:local:batch"}), verdicts
     # Exit 1: a regression (not 2 error, not 3 infrastructure, which alone would be retried).
     assert re.search(r"^verdict:local\s+finished in .*FAIL 1\s*$", done.stdout + done.stderr, re.M), tail(done)
     results = artifact(repo, "run:local:batch", "reports/local-batch/results.json")

@@ -103,7 +103,7 @@ def test_spack_version_outside_the_supported_list(repo: Path):
     finding = only_finding(run_lint(repo))
     assert (finding.path, finding.line) == ("systems/aion.yaml", line)
     assert finding.message.startswith("Spack 0.21.2 is not a supported version (toolchain file, spack.versions: "
-                                      "0.22, 0.23, 1.1)")
+                                      "0.23, 1.1)")
 
 
 def test_spack_build_cache_has_no_default(repo: Path):
@@ -118,6 +118,81 @@ def test_spack_generated_jobs_all_have_tags(repo: Path):
     edit(env, "    - reindex-job:\n        tags: [iris, jacamar]\n", "")
     finding = only_finding(run_lint(repo))
     assert finding.message.startswith("no reindex-job section with tags")
+
+
+def test_spack_hwloc_without_pci(repo: Path):
+    """What Spack 1.1 quietly concretized under `prefer: [%gcc@13.2.0]`: lint names it."""
+    line = edit(repo / COMMON, '"@2.9.2 +pci"', '"@2.9.2 ~pci"')
+    finding = only_finding(run_lint(repo))
+    assert (finding.path, finding.line) == (str(COMMON), line)
+    assert finding.message.startswith("hwloc requires ~pci, the toolchain file (variants.hwloc.pci) says +pci: "
+                                      "without PCI topology")
+
+
+def test_spack_libfabric_providers(repo: Path):
+    line = edit(repo / COMMON, "fabrics=verbs,tcp,udp,shm,rxm", "fabrics=sockets,tcp,udp,shm,rxm")
+    finding = only_finding(run_lint(repo))
+    assert (finding.path, finding.line) == (str(COMMON), line)
+    assert finding.message == ("libfabric fabrics=rxm,shm,sockets,tcp,udp lacks verbs; has sockets: the toolchain "
+                               "file (providers.libfabric) says fabrics=verbs,tcp,udp,shm,rxm, the providers "
+                               "gompi/2023b's libfabric has")
+
+
+def test_spack_libfabric_left_to_spacks_default(repo: Path):
+    edit(repo / COMMON, '"@1.19.0 fabrics=verbs,tcp,udp,shm,rxm"', '"@1.19.0"')
+    finding = only_finding(run_lint(repo))
+    assert finding.message.startswith("libfabric fabrics=(Spack default) lacks verbs, tcp, udp, shm, rxm")
+
+
+def _site_easyconfig(repo: Path, name: str, old: str, new: str) -> Path:
+    """A site copy of one of the gompi/2023b stack's easyconfigs in the project's easyconfigs/ (the robot
+    takes it before EasyBuild's own), edited."""
+    root = Path(sys.prefix) / "easybuild" / "easyconfigs"
+    original = next(root.rglob(name)).read_text()
+    assert old in original, f"{old!r} not in {name}"
+    path = repo / "easyconfigs" / name
+    path.write_text(original.replace(old, new))
+    return path
+
+
+def test_easybuild_hwloc_without_pci_and_libfabric_with_sockets(repo: Path):
+    """EasyBuild's side of the same facts: a site hwloc configured --disable-pci and a site libfabric that
+    keeps the sockets provider, as EasyBuild's real dry run resolves them."""
+    if shutil.which("eb") is None:
+        pytest.fail("eb is not installed: ci/setup.sh installs EasyBuild", pytrace=False)
+    hwloc = _site_easyconfig(repo, "hwloc-2.9.2-GCCcore-13.2.0.eb", 'configopts = "--disable-cairo',
+                             'configopts = "--disable-pci --disable-cairo')
+    libfabric = _site_easyconfig(repo, "libfabric-1.19.0-GCCcore-13.2.0.eb", 'configopts = "--disable-sockets "',
+                                 'configopts = "--enable-sockets "')
+    findings = {f.path: f for f in run_lint(repo, easybuild=True).findings}
+    assert set(findings) == {f"easyconfigs/{hwloc.name}", f"easyconfigs/{libfabric.name}"}, findings
+    assert findings[f"easyconfigs/{hwloc.name}"].message == (
+        "EasyBuild's hwloc/2.9.2-GCCcore-13.2.0 is built without pci (its dependencies and configopts), the "
+        "toolchain file (variants.hwloc.pci) says +pci")
+    assert findings[f"easyconfigs/{libfabric.name}"].message == (
+        "EasyBuild's libfabric/1.19.0-GCCcore-13.2.0 is built with sockets (its dependencies and configopts), the "
+        "toolchain file (providers.libfabric.sockets) says ~sockets")
+
+
+def test_easyconfig_features_of_the_gompi_2023b_stack():
+    """The toolchain file's claims beyond versions hold for the easyconfigs EasyBuild ships."""
+    root = Path(sys.prefix) / "easybuild" / "easyconfigs"
+    text = {n: next(root.rglob(f"{n}-GCCcore-13.2.0.eb")).read_text()
+            for n in ("hwloc-2.9.2", "libfabric-1.19.0", "UCX-1.15.0")}
+    assert lint.easyconfig_features("hwloc", text["hwloc-2.9.2"]) == {"pci": True}
+    fabric = lint.easyconfig_features("libfabric", text["libfabric-1.19.0"])
+    assert fabric["verbs"] and fabric["tcp"] and not fabric["sockets"] and not fabric["usnic"]
+    ucx = lint.easyconfig_features("ucx", text["UCX-1.15.0"])
+    assert ucx["verbs"] and ucx["cma"] and not ucx["knem"] and not ucx["xpmem"]
+
+
+def test_site_scope_whose_compiler_does_not_exist(repo: Path):
+    report = run_lint(repo, site_scopes=[repo / "spack-envs" / "site-example" / "spack-1.x"])
+    finding = only_finding(report)
+    assert finding.path == "spack-envs/site-example/spack-1.x/packages.yaml"
+    assert finding.message.startswith("external gcc@13.2.0 languages:='c,c++,fortran' has prefix "
+                                      "/opt/apps/resif/iris-rhel8/2023b/broadwell/software/GCCcore/13.2.0, which "
+                                      "does not exist on this machine")
 
 
 def test_easybuild_stack_with_another_pmix(repo: Path):

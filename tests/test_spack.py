@@ -169,3 +169,111 @@ def test_ci_generate_refuses_without_a_named_build_cache(value, tmp_path: Path):
     assert done.returncode == 2
     assert "must name the build cache (an absolute path or a URL)" in done.stderr
     assert not (tmp_path / "ci.yml").exists()
+
+
+# --- OSU's tarball at Spack's mirror layout, the local environment, site scopes (issue 21) --------------
+
+def test_the_tarball_goes_where_spack_looks_for_it(tc, tmp_path: Path):
+    """Spack searches a file mirror at _source-cache/archive/<sha[:2]>/<sha>.tar.gz, keyed by the sha256 its
+    package records (the toolchain's osu.sha256), whatever the file's own checksum."""
+    from helpers.osu_double import make_tarball
+    from mpiregress.builds.spack import add_mirror, mirror_path, place_in_mirror
+
+    tarball, _ = make_tarball(tmp_path / "src")
+    official = tc.osu["sha256"]
+    placed = place_in_mirror(tarball, tmp_path / "mirror", official)
+    assert placed == tmp_path / "mirror" / "_source-cache" / "archive" / official[:2] / f"{official}.tar.gz"
+    assert placed.read_bytes() == tarball.read_bytes()
+    assert mirror_path(official) == Path("_source-cache/archive/1a") / f"{official}.tar.gz"
+    with pytest.raises(InputError, match="not a sha256"):
+        mirror_path("osu-micro-benchmarks/osu-micro-benchmarks-7.2.tar.gz")
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack:\n  specs: [osu-micro-benchmarks@7.2]\n")
+    add_mirror(env, tmp_path / "mirror")
+    data = yaml.safe_load((env / "spack.yaml").read_text())
+    assert data["spack"]["mirrors"] == {"mpiregress-osu-source": f"file://{(tmp_path / 'mirror').resolve()}"}
+    assert data["spack"]["specs"] == ["osu-micro-benchmarks@7.2"]
+
+
+@pytest.mark.parametrize("version", ["0.23.1", "1.1.0"])
+def test_the_local_environment_is_written_from_the_host_toolchain(tc, version):
+    from mpiregress.builds import host_toolchain
+    from mpiregress.builds.spack import host_environment
+
+    host = host_toolchain.for_system("local")
+    assert host is not None
+    env = host_environment(host, tc, "x86_64_v4", version)["spack"]
+    cc, mpi = host.compiler, host.mpi
+    assert env["specs"] == [f"osu-micro-benchmarks@7.2 target=x86_64_v4 %gcc@{cc['version']}"]
+    assert env["packages"]["mpi"] == {"require": ["openmpi"]}
+    assert env["packages"]["openmpi"] == {"buildable": False, "externals": [
+        {"spec": f"openmpi@{mpi['version']}", "prefix": mpi["prefix"]}]}
+    if version.startswith("1."):
+        assert "compilers" not in env
+        external = env["packages"]["gcc"]["externals"][0]
+        assert external["spec"].startswith(f"gcc@{cc['version']} ") and external["prefix"] == cc["prefix"]
+    else:
+        compiler = env["compilers"][0]["compiler"]
+        assert compiler["spec"] == f"gcc@={cc['version']}" and compiler["paths"]["cc"] == f"{cc['prefix']}/bin/gcc"
+
+
+def test_a_site_scope_whose_compiler_does_not_exist_is_one_sentence_before_spack(tmp_path: Path):
+    """The shipped example names Iris' paths: on another machine it fails before Spack runs, naming the path."""
+    from mpiregress.builds.spack import check_site_scopes, site_scope_problems
+
+    example = REPO_ROOT / "spack-envs" / "site-example"
+    problems = site_scope_problems(example / "spack-0.2x") + site_scope_problems(example / "spack-1.x")
+    assert problems and all("/opt/apps/resif/iris-rhel8/2023b" in p and "does not exist on this machine" in p
+                            for p in problems)
+    with pytest.raises(InputError, match=r"compiler gcc@=13\.2\.0 has cc: /opt/apps/.*/bin/gcc, which does not "
+                                         r"exist on this machine: put in this cluster's real paths"):
+        check_site_scopes([example / "spack-0.2x"])
+    # A scope whose paths exist is quiet.
+    good = tmp_path / "site"
+    good.mkdir()
+    (good / "compilers.yaml").write_text(yaml.safe_dump({"compilers": [{"compiler": {
+        "spec": "gcc@=12.2.0", "paths": {"cc": "/usr/bin/gcc", "cxx": "/usr/bin/g++", "f77": None, "fc": None}}}]}))
+    (good / "packages.yaml").write_text(yaml.safe_dump({"packages": {"openmpi": {"externals": [
+        {"spec": "openmpi@4.1.4", "prefix": "/usr"}]}}}))
+    assert site_scope_problems(good) == []
+    check_site_scopes([good])
+
+
+def test_build_refuses_a_broken_site_scope_in_one_sentence(tmp_path: Path):
+    """`mpiregress build --method spack --site-scope DIR`: the scope is judged before Spack is looked for."""
+    proc = subprocess.run([sys.executable, "-m", "mpiregress", "build", "--method", "spack", "--system", "local",
+                           "--site-scope", str(REPO_ROOT / "spack-envs" / "site-example" / "spack-1.x"),
+                           "--manifest-dir", str(tmp_path / "m"), "--install-root", str(tmp_path / "i")],
+                          capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "which does not exist on this machine" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+@pytest.mark.skipif(shutil.which("spack") is None, reason="Spack is not installed here (no registry has it); "
+                    "benchmarks/spack_local_build.py runs this build with a Spack checkout by hand")
+def test_real_spack_build_of_the_double_on_the_local_system(tmp_path: Path):
+    from helpers.osu_double import make_tarball
+
+    _, sha = make_tarball(tmp_path / "mirror")
+    proc = subprocess.run([sys.executable, "-m", "mpiregress", "build", "--method", "spack", "--system", "local",
+                           "--source-mirror", str(tmp_path / "mirror"), "--sha256", sha,
+                           "--manifest-dir", str(tmp_path / "m"), "--install-root", str(tmp_path / "i")],
+                          capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = manifest_mod.read(Path(proc.stdout.strip().splitlines()[-1]))
+    assert m.method == "spack" and m.sha256 == sha and m.sha256_official is False
+    assert m.extra["checksum_override"]["sha256"] == sha and m.extra["spack_hash"]
+    assert Path(m.extra["source_mirror"]).name.startswith(toolchain.load(REPO_ROOT / "toolchains" / "2023b.yaml")
+                                                          .osu["sha256"])
+
+
+def test_manifest_of_the_by_hand_local_build_with_an_external_openmpi(tc):
+    """The spec.json of a real Spack 0.23.1 build on the local system (benchmarks/spack_local_build.py,
+    2026-11-25): OpenMPI is the host's external, so its stack is not claimed missing."""
+    m = manifest_from_spec(spec("spack-0.23.1-local-host-spec.json"), "/p", tc, system="local", partition="batch")
+    assert (m.target, m.compiler, m.mpi) == ("x86_64_v4", {"name": "gcc", "version": "12.2.0"},
+                                             {"name": "openmpi", "version": "4.1.4"})
+    assert any("is an external of Spack (/usr)" in n for n in m.notes)
+    assert not any(n.endswith(": no UCX") or n.endswith(": no hwloc") for n in m.notes), m.notes

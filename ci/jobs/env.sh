@@ -51,9 +51,9 @@ if [ -n "${MPIREGRESS_VENV:-}" ]; then
                 echo "ci/jobs/env.sh: creating $MPIREGRESS_VENV with $base_python"
                 "$base_python" -m venv "$MPIREGRESS_VENV"
                 "$MPIREGRESS_VENV/bin/python" -m pip install -q --upgrade pip
-                # The project's own pins (pyproject.toml), including the test extras that
-                # lint needs (check-jsonschema, EasyBuild).
-                "$MPIREGRESS_VENV/bin/python" -m pip install -q "$MPIREGRESS_CHECKOUT[test]"
+                # The project's own pins (pyproject.toml): EasyBuild (the easybuild method, lint's
+                # dry run) and the test extras lint needs (check-jsonschema).
+                "$MPIREGRESS_VENV/bin/python" -m pip install -q "$MPIREGRESS_CHECKOUT[easybuild,test]"
             fi
         ) 9>"$MPIREGRESS_VENV.lock" || _mpiregress_die "could not create the venv $MPIREGRESS_VENV"
     fi

@@ -58,6 +58,11 @@ def record(manifest: manifest_mod.Manifest, manifest_dir: Path, done: str, log: 
     return manifest
 
 
+# Lmod's `module` is a shell function a non-login shell (a build step, a batch job) may not have yet.
+LMOD_INIT = ("type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/bash ] && "
+             ". /usr/share/lmod/lmod/init/bash; }")
+
+
 # --- the project's own MPI programs (checks/src/<name>/) ---------------------------------
 
 def program_sources(root: Optional[Path] = None) -> list[Path]:
@@ -88,9 +93,7 @@ def build_programs(*, method: str, target: str, cflags: str, setup: Sequence[str
             shutil.rmtree(work)
         shutil.copytree(src, work)
         make = shlex.join(["make", f"MPICC={mpicc}", f"CFLAGS={cflags}", f"PREFIX={prefix}", "install"])
-        # Lmod's `module` is a shell function a non-login shell may not have yet.
-        lines = ["type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/bash ] && "
-                 ". /usr/share/lmod/lmod/init/bash; }", *setup, make]
+        lines = [LMOD_INIT, *setup, make]
         env = {k: v for k, v in os.environ.items() if k not in ("MPICC", "CFLAGS", "PREFIX")}
         run_logged(["bash", "-c", " && ".join(f"{{ {line}; }}" for line in lines)], step=f"program {src.name}",
                    cwd=work, log=log, env=env)
@@ -291,6 +294,16 @@ def _output(cmd: Sequence[str]) -> Optional[str]:
     return (proc.stdout or proc.stderr).strip()
 
 
+def _output_env(cmd: Sequence[str], extra: Mapping[str, str]) -> Optional[str]:
+    """stdout+stderr of a quick query command run with ``extra`` in its environment, or None."""
+    try:
+        proc = subprocess.run(list(cmd), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                              env={**os.environ, **extra})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return None if proc.returncode != 0 else proc.stdout + proc.stderr
+
+
 def _compiler_name(banner: str) -> str:
     """archspec's compiler name from a ``--version`` banner."""
     text = banner.lower()
@@ -453,6 +466,11 @@ def detect_stack(toolchain: Toolchain) -> dict[str, dict[str, object]]:
         found = re.search(r"(\d+\.\d+\.\d+)", _output(cmd) or "")
         if found and name in stack:
             stack[name] = {"version": found.group(1), "from": cmd[0]}
+    if "hwloc" in toolchain.variants and stack.get("hwloc", {}).get("version"):
+        # hwloc names the discovery components it registers; "pci" is there only when built with PCI support.
+        verbose = _output_env(["hwloc-info"], {"HWLOC_COMPONENTS_VERBOSE": "1"})
+        if verbose is not None:
+            stack["hwloc"]["variants"] = {"pci": "Registered discovery component `pci'" in verbose}
     parsable = _output(["ompi_info", "--parsable"]) or ""
     components = re.findall(r"^mca:(pml|pmix|btl|coll):(\w+):version:\"component", parsable, re.M)
     if components:
@@ -488,4 +506,19 @@ def stack_problems(stack: Mapping[str, Mapping[str, object]], toolchain: Toolcha
                 problems.append(f"{label} {version or '?'} without {', '.join(missing)}")
             if extra:
                 problems.append(f"{label} {version or '?'} with {', '.join(extra)}")
+        # Beyond versions (toolchain variants and providers): as concretized (Spack) or as the
+        # easyconfig builds it (EasyBuild, "built"), where the build recorded them.
+        wanted = {**(toolchain.variants.get(name) or {}), **(toolchain.providers.get(name) or {})}
+        built: dict[str, bool] = {}
+        recorded, variants, providers = got.get("built"), got.get("variants"), got.get("providers")
+        if isinstance(recorded, dict):
+            built.update({str(k): bool(v) for k, v in recorded.items()})
+        if isinstance(variants, dict):
+            built.update({str(k): bool(v) for k, v in variants.items() if v is not None})
+        if isinstance(providers, list):
+            built.update({p: p in providers for p in toolchain.providers.get(name) or {}})
+        wrong = [f"{'+' if want else '~'}{feature}" for feature, want in wanted.items()
+                 if feature in built and built[feature] != bool(want)]
+        if wrong:
+            problems.append(f"{label} {version or '?'} not {' '.join(wrong)}")
     return problems

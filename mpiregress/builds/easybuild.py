@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -31,7 +32,7 @@ from .. import microarch, toolchain
 from ..errors import InputError
 from ..manifest import Manifest
 from ..paths import REPO_ROOT, state_dir
-from . import BuildOptions, common
+from . import BuildOptions, common, host_toolchain
 
 METHOD = "easybuild"
 OSU_NAME = "OSU-Micro-Benchmarks"
@@ -41,7 +42,11 @@ BIN_SUBDIR = common.BIN_SUBDIR
 EB_COMPILER_FAMILY = {"gcc": "GCC"}
 # Where distributions install Lmod's command when no login shell has set $LMOD_CMD.
 LMOD_CANDIDATES = ("/usr/share/lmod/lmod/libexec/lmod", "/opt/apps/lmod/lmod/libexec/lmod")
-DRY_RUN_LINE = re.compile(r"^\s*\*\s+\[(?P<status>.)\]\s+(?P<easyconfig>\S+)\s+\(module:\s+(?P<module>[^)]+)\)\s*$")
+# "(no easyconfig file found)": an installed module the robot takes as it is (a site's external module).
+DRY_RUN_LINE = re.compile(r"^\s*\*\s+\[(?P<status>.)\]\s+(?P<easyconfig>\(no easyconfig file found\)|\S+)\s+"
+                          r"\(module:\s+(?P<module>[^)]+)\)\s*$")
+# Where a build on a system with a host toolchain writes that toolchain's module files (under --installpath).
+HOST_MODULES = "host-modules"
 
 
 _say = common.say
@@ -64,6 +69,9 @@ def eb_environment(base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     if os.geteuid() == 0:
         env.setdefault("EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES", "1")
+    # eb's launcher looks for a python that imports EasyBuild on PATH; this one does when it has EasyBuild.
+    if not env.get("EB_PYTHON") and (Path(sys.executable).parent / "eb").exists():
+        env["EB_PYTHON"] = sys.executable
     if not env.get("LMOD_CMD") and shutil.which("lmod", path=env.get("PATH")) is None:
         candidates = [str(Path(env["LMOD_DIR"]) / "lmod")] if env.get("LMOD_DIR") else []
         for candidate in candidates + list(LMOD_CANDIDATES):
@@ -175,6 +183,53 @@ def stack_from_chain(chain: Sequence[Dependency], tc: toolchain.Toolchain) -> di
     return stack
 
 
+# libfabric providers its configure builds unless told --disable-<p> (verbs and usnic also need rdma-core).
+LIBFABRIC_DEFAULT_PROVIDERS = ("tcp", "udp", "shm", "rxm", "rxd", "sockets", "usnic", "mrail")
+
+
+def easyconfig_features(component: str, text: str) -> dict[str, bool]:
+    """What an easyconfig builds, as the toolchain file names it: {feature: built?} from its dependencies,
+    OS dependencies and configure options (hwloc pci, libfabric providers, UCX transports).
+
+    Features the text cannot decide are left out (not assumed)."""
+    opts = set(re.findall(r"--(?:enable|disable|with|without)-[\w-]+", " ".join(
+        m.group(1) for m in re.finditer(r"^configopts\s*\+?=\s*(.+)$", text, re.M))))
+    block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.M | re.S)
+    deps = set(re.findall(r"^\s*\(\s*['\"]([^'\"]+)['\"]", block.group(1), re.M)) if block else set()
+    ibverbs = "OS_PKG_IBVERBS_DEV" in text
+    found: dict[str, bool] = {}
+    if component == "hwloc":
+        found["pci"] = "libpciaccess" in deps and "--disable-pci" not in opts
+    elif component == "libfabric":
+        for provider in (*LIBFABRIC_DEFAULT_PROVIDERS, "verbs"):
+            default = ibverbs if provider in ("verbs", "usnic") else True
+            found[provider] = f"--enable-{provider}" in opts or (default and f"--disable-{provider}" not in opts)
+    elif component == "ucx":
+        verbs = ("--with-verbs" in opts or ibverbs) and "--without-verbs" not in opts
+        for transport in ("verbs", "rc", "ud", "dc"):
+            found[transport] = verbs
+        found["mlx5_dv"] = verbs and "--without-mlx5-dv" not in opts
+        found["rdmacm"] = ibverbs and "--without-rdmacm" not in opts
+        found["cma"] = "--enable-cma" in opts
+        found["knem"] = "--with-knem" in opts
+        found["xpmem"] = "--with-xpmem" in opts
+    return found
+
+
+def stack_features(chain: Sequence[Dependency], tc: toolchain.Toolchain) -> dict[str, dict[str, bool]]:
+    """{component: {feature: built?}} of the stack easyconfigs in ``chain`` (what the toolchain file's
+    variants, providers and transports name), read from the easyconfig files EasyBuild resolved."""
+    out: dict[str, dict[str, bool]] = {}
+    for name, component in tc.stack.items():
+        dep = next((d for d in chain if d.module.startswith(f"{component.get('easybuild', name)}/")), None)
+        if dep is None or not Path(dep.easyconfig).is_file():
+            continue
+        features = easyconfig_features(name, Path(dep.easyconfig).read_text())
+        if features:
+            out[name] = features
+    return out
+
+
 # --- what to build ----------------------------------------------------------------------------
 
 def easyconfig_for(tc: toolchain.Toolchain, root: Path = REPO_ROOT) -> Path:
@@ -187,8 +242,11 @@ def easyconfig_for(tc: toolchain.Toolchain, root: Path = REPO_ROOT) -> Path:
     return path
 
 
-def module_name(tc: toolchain.Toolchain) -> str:
-    """The module EasyBuild installs for the OSU easyconfig (EasyBuildMNS): OSU-Micro-Benchmarks/7.2-gompi-2023b."""
+def module_name(tc: toolchain.Toolchain, host: Optional[host_toolchain.HostToolchain] = None) -> str:
+    """The module EasyBuild installs for the OSU easyconfig (EasyBuildMNS): OSU-Micro-Benchmarks/7.2-gompi-2023b,
+    or at a host toolchain's version (OSU-Micro-Benchmarks/7.2-gompi-host)."""
+    if host is not None:
+        return f"{OSU_NAME}/{tc.osu['version']}-{host.eb_name}-{host.eb_version}"
     ebtc = tc.data.get("easybuild_toolchain") or {}
     return f"{OSU_NAME}/{tc.osu['version']}-{ebtc.get('name', 'gompi')}-{ebtc.get('version', tc.name)}"
 
@@ -208,7 +266,8 @@ def installpath_for(install_root: Path, target: str) -> Path:
 
 
 def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, sourcepaths: Sequence[Path],
-               jobs: int, rebuild: bool = False, logdir: Optional[Path] = None) -> list[str]:
+               jobs: int, rebuild: bool = False, logdir: Optional[Path] = None,
+               workdir: Optional[Path] = None) -> list[str]:
     """The ``eb`` command line of a build (the same on a laptop, in CI and on the clusters).
 
     EasyBuild searches every ``sourcepaths`` entry and downloads into the first one
@@ -223,6 +282,11 @@ def eb_command(eb: str, easyconfig: Path, *, optarch: str, installpath: Path, so
         cmd.append("--rebuild")
     if logdir is not None:
         cmd.append(f"--tmp-logdir={logdir}")   # EasyBuild's own log of a failed build, next to ours
+    if workdir is not None:
+        # EasyBuild's default build folder (~/.local/easybuild/build/<name>/<version>/<toolchain>) is shared
+        # by every build of the same easyconfig: two builds at once (two targets, CI and a user) would
+        # compile in one tree. Each build gets its own, and its own temporary folder.
+        cmd += [f"--buildpath={workdir / 'eb-build'}", f"--tmpdir={workdir / 'eb-tmp'}"]
     return cmd
 
 
@@ -323,8 +387,15 @@ def _optarch_from_command_line(command_line: Sequence[str]) -> str:
 def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, target: str,
                           chain: Sequence[Dependency], *, installpath: Path, expected_flags: str,
                           official_sha256: Optional[str] = None, system: Optional[str] = None,
-                          partition: Optional[str] = None) -> Manifest:
+                          partition: Optional[str] = None, setup: Optional[Sequence[str]] = None,
+                          loaded: Optional[tuple[Sequence[str], Mapping[str, str]]] = None) -> Manifest:
     """The manifest of an EasyBuild installation, from EasyBuild's records only (a pure function).
+
+    ``setup``: the shell lines that make the module loadable (default: ``module use`` of the install
+    tree and ``module load``). ``loaded``: (modules, environment) after those lines ran
+    (:func:`loaded_environment`): compiler and MPI are then what the loaded modules say
+    (``EBVERSIONGCC``, ``EBVERSIONOPENMPI``), the stack is what the MPI's own tools report, and the
+    MCA parameters the modules set are recorded -- a host toolchain's modules are in no easyconfig.
 
     A BuildError when the records say the binaries were compiled for something else
     than ``expected_flags`` (e.g. an old ``-march=native`` install the robot reused).
@@ -347,22 +418,33 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
                                                        else "")
     official = sha256 == (official_sha256 or tc.osu["sha256"])
     compiler, mpi = toolchain_versions(chain)
+    modules_dir = Path(installpath) / "modules" / "all"
+    setup = list(setup) if setup is not None else [f"module use {modules_dir}", f"module load {records.module}"]
+    extra_loaded: dict[str, Any] = {}
+    if loaded is not None:
+        loaded_modules, loaded_env = loaded
+        compiler = {"name": "gcc", "version": loaded_env.get("EBVERSIONGCC", "")}
+        mpi = {"name": "openmpi", "version": loaded_env.get("EBVERSIONOPENMPI", "")}
+        extra_loaded = {"loaded_modules": list(loaded_modules),
+                        "module_env": {k: v for k, v in sorted(loaded_env.items())
+                                       if k.startswith("OMPI_MCA_") or k.startswith("EBVERSION")}}
     ebtc = records.params.get("toolchain") or {}
     stats = records.buildstats
     notes = common.toolchain_notes(tc, compiler, mpi)
     if not official:
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
                      f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
-    modules_dir = Path(installpath) / "modules" / "all"
-    stack = stack_from_chain(chain, tc)
+    stack = stack_from_chain(chain, tc) if loaded is None else common.detect_stack(tc)
+    for name, features in (stack_features(chain, tc) if loaded is None else {}).items():
+        if name in stack:
+            stack[name]["built"] = features   # variants, providers, transports from the easyconfig
     return Manifest(
         method=METHOD, toolchain=tc.name, osu_version=str(records.params.get("version", tc.osu["version"])),
         target=target, prefix=records.root, bin_dir=str(Path(records.root) / BIN_SUBDIR), flags=flags,
         sha256=sha256, sha256_official=official, compiler=compiler, mpi=mpi,
         build_host={"hostname": str(stats.get("hostname", "")), "target": str(stats.get("cpu_arch_name", "")),
                     "vendor": str(stats.get("cpu_vendor", "")), "model": str(stats.get("cpu_model", ""))},
-        env={"setup": [f"module use {modules_dir}", f"module load {records.module}"],
-             "modules": [records.module], "env_vars": tc.runtime_env},
+        env={"setup": setup, "modules": [records.module], "env_vars": tc.runtime_env},
         extra={"module": records.module, "module_file": records.module_file,
                "ebroot_var": ebroot_var(OSU_NAME), "easyconfig_repository_copy": records.easyconfig,
                "easybuild_toolchain": f"{ebtc.get('name', '?')}/{ebtc.get('version', '?')}",
@@ -371,24 +453,54 @@ def manifest_from_records(records: EasyBuildRecords, tc: toolchain.Toolchain, ta
                "easybuild_version": str(stats.get("easybuild-framework_version", "")),
                "command_line": list(stats.get("command_line", [])),
                "dependency_chain": [d.module for d in chain],
-               "system": system, "partition": partition},
+               "system": system, "partition": partition, **extra_loaded},
         notes=notes + [f"MPI stack differs from toolchain {tc.name}: {p}"
-                       for p in common.stack_problems(stack, tc, complete=True)],
+                       for p in common.stack_problems(stack, tc, complete=loaded is None)],
         stack=stack,
     )
 
 
 # --- the build ------------------------------------------------------------------------------
 
-def _amended_easyconfig(easyconfig: Path, workdir: Path, official: str, actual: str) -> Path:
-    """A copy of ``easyconfig`` whose checksum is the accepted site tarball's (the original stays untouched)."""
+def _amended_easyconfig(easyconfig: Path, workdir: Path, official: str, actual: str,
+                        host: Optional[host_toolchain.HostToolchain] = None,
+                        official_toolchain: Optional[Mapping[str, str]] = None) -> Path:
+    """A copy of ``easyconfig`` for this build: the accepted site tarball's checksum and, on a system with
+    a host toolchain, the host toolchain's version (the original stays untouched)."""
     text = easyconfig.read_text()
-    if official not in text:
-        raise InputError(f"{easyconfig} does not hold the official sha256 {official}: run 'mpiregress lint'")
-    copy = workdir / easyconfig.name
+    if official != actual:
+        if official not in text:
+            raise InputError(f"{easyconfig} does not hold the official sha256 {official}: run 'mpiregress lint'")
+        text = text.replace(official, actual)
+    name = easyconfig.name
+    if host is not None:
+        text = host_toolchain.easyconfig_at(text, host, official_toolchain or {})
+        name = name.replace(f"-{(official_toolchain or {}).get('name')}-{(official_toolchain or {}).get('version')}.eb",
+                            f"-{host.eb_name}-{host.eb_version}.eb")
+    copy = workdir / name
     workdir.mkdir(parents=True, exist_ok=True)
-    copy.write_text(text.replace(official, actual))
+    copy.write_text(text)
     return copy
+
+
+def loaded_environment(setup: Sequence[str], timeout: int = 60) -> tuple[list[str], dict[str, str]]:
+    """(modules loaded, environment) after running a manifest's ``setup`` lines in a fresh bash.
+
+    What a check's job script gets is what the module files really set, whatever a data file says:
+    the manifest records it (the toolchain modules the OSU module pulls in, their EBVERSION* and the
+    MCA parameters they set).
+    """
+    script = " && ".join(f"{{ {line}; }}" for line in [common.LMOD_INIT, *setup, "env -0"])
+    try:
+        proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise common.BuildError(f"loading the build's modules did not finish within {timeout} s") from None
+    if proc.returncode != 0:
+        raise common.BuildError(f"loading the build's modules failed ({'; '.join(setup)}): "
+                                f"{proc.stderr.decode(errors='replace').strip()[-600:]}")
+    env = dict(item.split("=", 1) for item in proc.stdout.decode(errors="replace").split("\0") if "=" in item)
+    modules = [m for m in env.get("LOADEDMODULES", "").split(":") if m]
+    return modules, env
 
 
 def build(options: BuildOptions) -> Manifest:
@@ -396,47 +508,85 @@ def build(options: BuildOptions) -> Manifest:
 
     NotAvailableError (exit 4) when ``eb`` is not on PATH. Reuses the install when
     an existing manifest records the same prefix, flags and tarball, unless
-    ``options.extra["rebuild"]``.
+    ``options.extra["rebuild"]``. On a system whose data declares a ``host_toolchain`` (the local
+    one), the host's compiler and MPI are offered to EasyBuild as module files written from that
+    data, and the project's easyconfig is built at that toolchain's version.
     """
     eb = require_eb()
     tc = toolchain.load(options.toolchain_file)
+    host = host_toolchain.for_system(options.system)
     target = microarch.lookup(options.target).name
     easyconfig = easyconfig_for(tc)
-    module = module_name(tc)
+    ebtc = {"name": "gompi", "version": tc.name, **(tc.data.get("easybuild_toolchain") or {})}
     tarball = common.resolve_tarball(tc, options.source_mirror)
     sha256, official = common.verify_sha256(tarball, tc, options.sha256_override)
-    optarch = optarch_for(target, tc.compiler)
+    optarch = optarch_for(target, host.compiler if host else tc.compiler)
     flags = optarch.split(":", 1)[1]
     installpath = installpath_for(options.install_root, target).resolve()
     workdir = state_dir() / "build" / f"{METHOD}-{target}"
     rebuild = bool(options.extra.get("rebuild"))
+    env = eb_environment()
+    host_modules = installpath / HOST_MODULES
+    if host is not None:
+        host_toolchain.check_host(host, common.detect_compiler("mpicc"), common.detect_mpi())
+        module = module_name(tc, host)
+        # Written by every build (never kept from an earlier one): the data decides what they say.
+        host_toolchain.write_lmod_modules(host, host_modules)
+        env["MODULEPATH"] = ":".join(filter(None, [str(host_modules), env.get("MODULEPATH")]))
+    else:
+        module = module_name(tc)
 
     if not rebuild:
         expect = {"toolchain": tc.name, "osu_version": str(tc.osu["version"]), "sha256": sha256, "flags": flags}
         existing, why = common.reusable(options.manifest_dir, METHOD, target, expect, BINARIES)
-        if existing is not None and Path(existing.prefix).is_relative_to(installpath):
+        same_host = existing is not None and existing.extra.get("host_toolchain") == host_record(host)
+        if existing is not None and same_host and Path(existing.prefix).is_relative_to(installpath):
             _say(f"reusing the existing EasyBuild build for {target} ({existing.path}); pass --rebuild to build again")
             return existing
-        _say(f"building ({why or 'the existing manifest is for another install path'})")
+        _say(f"building ({why or 'the existing manifest is for another install path or host toolchain'})")
 
-    if not official:
-        easyconfig = _amended_easyconfig(easyconfig, workdir, tc.osu["sha256"], sha256)
+    if not official or host is not None:
+        easyconfig = _amended_easyconfig(easyconfig, workdir, tc.osu["sha256"], sha256, host, ebtc)
     sourcepaths = [common.sources_cache_dir().resolve(), tarball.parent.resolve()]
     cmd = eb_command(eb, easyconfig, optarch=optarch, installpath=installpath, sourcepaths=sourcepaths,
-                     jobs=options.jobs, rebuild=rebuild, logdir=workdir / "eb-logs")
+                     jobs=options.jobs, rebuild=rebuild or host is not None, logdir=workdir / "eb-logs",
+                     workdir=workdir)
     log = workdir / "eb.log"
     _say(f"{shlex.join(cmd)} (log: {log})")
     workdir.mkdir(parents=True, exist_ok=True)
-    common.run_logged(cmd, step="eb", cwd=workdir, log=log, env=eb_environment())
+    common.run_logged(cmd, step="eb", cwd=workdir, log=log, env=env)
 
-    chain = dependency_chain(easyconfig)
+    chain = dependency_chain(easyconfig, prefix=workdir / "dry-run", env=env)
     records = read_records(installpath, module)
+    setup = None
+    loaded: Optional[tuple[list[str], dict[str, str]]] = None
+    if host is not None:
+        setup = [common.LMOD_INIT, f"module use {host_modules}", f"module use {installpath / 'modules' / 'all'}",
+                 f"module load {module}"]
+        loaded = loaded_environment(setup)
     manifest = manifest_from_records(records, tc, target, chain, installpath=installpath, expected_flags=flags,
-                                     system=options.system, partition=options.partition)
+                                     system=options.system, partition=options.partition, setup=setup,
+                                     loaded=loaded)
     manifest.sha256_official = official
     manifest.extra["build_log"] = str(log)
+    manifest.extra["host_toolchain"] = host_record(host)
+    if not official:
+        # As the source method records it: which tarball was accepted, and that EasyBuild was told so.
+        manifest.extra["checksum_override"] = {"sha256": sha256, "official_sha256": tc.osu["sha256"],
+                                               "easyconfig": str(easyconfig),
+                                               "how": "the easyconfig copy's checksums line holds the accepted "
+                                                      "sha256 (--sha256 / OSU_SHA256)"}
     # The project's programs, with the MPI of the module EasyBuild just installed.
     manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {flags}",
                                               setup=manifest.env["setup"], install_root=options.install_root,
                                               log=log)
     return common.record(manifest, options.manifest_dir, "EasyBuild finished", log)
+
+
+def host_record(host: Optional[host_toolchain.HostToolchain]) -> Optional[dict[str, Any]]:
+    """What a manifest records of the host toolchain a build used (None: the toolchain's own modules)."""
+    if host is None:
+        return None
+    return {"system": host.system, "easybuild_toolchain": host.toolchain_module, "compiler": dict(host.compiler),
+            "mpi": dict(host.mpi), "modules": [host.compiler_module, host.mpi_module, host.toolchain_module],
+            "runtime_env": dict(host.runtime_env)}

@@ -7,6 +7,17 @@ with an install tree per target, and the manifest is written from what Spack
 recorded in ``<prefix>/.spack/spec.json``: the concrete target, compiler, MPI and
 hash, not from what was asked.
 
+OSU's tarball comes from the same source-mirror option as the source method
+(``--source-mirror`` / ``OSU_SOURCE_MIRROR``): it is placed in a file mirror at Spack's own
+layout, ``_source-cache/archive/<sha256[:2]>/<sha256>.tar.gz`` keyed by the sha256 Spack's
+package records (a ``<package>/<file>`` layout is not searched), so compute nodes without
+internet never fetch. A site tarball accepted by ``--sha256`` is installed with
+``--no-checksum`` and the manifest records the override, as the source method does.
+
+On a system whose data declares a ``host_toolchain`` (the local one) the environment is
+written at build time from that data: the host's gcc as Spack's compiler and its OpenMPI as a
+non-buildable external (the same facts EasyBuild's module files are written from).
+
 Spack cannot be installed on the project's development machines: there,
 ``build`` raises NotAvailableError (exit 4, skipped) and nothing is faked.
 """
@@ -27,13 +38,17 @@ from .. import microarch, toolchain
 from ..errors import InputError
 from ..manifest import Manifest
 from ..paths import REPO_ROOT
-from . import BuildOptions, common
+from . import BuildOptions, common, host_toolchain
 
 METHOD = "spack"
 BIN_SUBDIR = common.BIN_SUBDIR
 BUILDCACHE_VAR = "MPIREGRESS_SPACK_BUILDCACHE"
 SPEC_FILE = Path(".spack") / "spec.json"
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2", "mvapich", "intel-oneapi-mpi", "cray-mpich")
+# Build tools a host-toolchain build takes from the host (spack external find) instead of fetching.
+HOST_BUILD_TOOLS = ("gmake",)
+# The mirror the build adds to its environment copy for OSU's tarball.
+SOURCE_MIRROR_NAME = "mpiregress-osu-source"
 
 
 _say = common.say
@@ -65,6 +80,86 @@ def check_buildcache(env: Mapping[str, str]) -> str:
     return value
 
 
+# --- OSU's tarball in a mirror at Spack's layout -------------------------------------------------
+
+def mirror_path(sha256: str, suffix: str = ".tar.gz") -> Path:
+    """Where Spack looks for an archive in a mirror: ``_source-cache/archive/<sha[:2]>/<sha>.tar.gz``."""
+    sha256 = sha256.lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise InputError(f"not a sha256: {sha256!r}")
+    return Path("_source-cache") / "archive" / sha256[:2] / f"{sha256}{suffix}"
+
+
+def place_in_mirror(tarball: Path, mirror: Path, package_sha256: str) -> Path:
+    """Copy ``tarball`` into the file mirror ``mirror`` where Spack looks for the archive whose sha256
+    its package records (``package_sha256``: the toolchain's osu.sha256, the one Spack's package has)."""
+    target = Path(mirror) / mirror_path(package_sha256)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.is_file() or common.sha256_of(target) != common.sha256_of(tarball):
+        shutil.copyfile(tarball, target)
+    return target
+
+
+def add_mirror(env_dir: Path, mirror: Path) -> None:
+    """Add the file mirror to the environment copy's spack.yaml (the repository's stays untouched)."""
+    path = Path(env_dir) / "spack.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    spack = data.setdefault("spack", {})
+    mirrors = spack.get("mirrors") or {}
+    mirrors[SOURCE_MIRROR_NAME] = f"file://{Path(mirror).resolve()}"
+    spack["mirrors"] = mirrors
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+# --- the local environment, written from the host toolchain ------------------------------------
+
+def host_environment(host: host_toolchain.HostToolchain, tc: toolchain.Toolchain, target: str,
+                     spack_version: str) -> dict[str, Any]:
+    """The Spack environment (spack.yaml data) of a system with a host toolchain: OSU for ``target`` with
+    the host's gcc as the compiler and its OpenMPI as a non-buildable external, all from the data.
+
+    Spack 0.2x reads compilers from ``compilers:``; Spack 1.x takes the compiler as an external package.
+    """
+    cc, mpi = host.compiler, host.mpi
+    bindir = Path(cc["prefix"]) / "bin"
+    paths = {"cc": str(bindir / "gcc"), "cxx": str(bindir / "g++")}
+    packages: dict[str, Any] = {
+        "all": {"require": [f"target={target}"]},
+        "mpi": {"require": [mpi["name"]]},
+        mpi["name"]: {"buildable": False, "externals": [{"spec": f"{mpi['name']}@{mpi['version']}",
+                                                         "prefix": mpi["prefix"]}]},
+    }
+    env: dict[str, Any] = {
+        "specs": [f"{tc.osu['name']}@{tc.osu['version']} target={target} %{cc['name']}@{cc['version']}"],
+        "view": False,
+        "concretizer": {"unify": True, "reuse": False},
+        "packages": packages,
+    }
+    if int(spack_version.split(".")[0]) >= 1:
+        packages[cc["name"]] = {"buildable": False, "externals": [{
+            "spec": f"{cc['name']}@{cc['version']} languages:='c,c++'", "prefix": cc["prefix"],
+            "extra_attributes": {"compilers": {"c": paths["cc"], "cxx": paths["cxx"]}}}]}
+    else:
+        env["compilers"] = [{"compiler": {
+            "spec": f"{cc['name']}@={cc['version']}", "paths": {**paths, "f77": None, "fc": None},
+            "operating_system": _platform_os(), "target": microarch.lookup(target).family.name, "modules": []}}]
+    return {"spack": env}
+
+
+def _platform_os() -> str:
+    """Spack's name of this host's OS (debian12, rhel8, ...) from /etc/os-release."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            key, _, value = line.partition("=")
+            info[key] = value.strip().strip('"')
+    except OSError:
+        return "unknown"
+    distro = {"rocky": "rocky", "rhel": "rhel", "centos": "centos", "almalinux": "almalinux"}.get(info.get("ID", ""),
+                                                                                                   info.get("ID", ""))
+    return f"{distro}{info.get('VERSION_ID', '').split('.')[0]}"
+
+
 def copy_environment(source_env: Path, env_dir: Path) -> None:
     """Copy ``spack.yaml`` and the files it includes, keeping their relative places (no spack.lock)."""
     env_dir.mkdir(parents=True, exist_ok=True)
@@ -88,10 +183,15 @@ def stack_from_spec(nodes: list, tc: toolchain.Toolchain) -> dict[str, dict[str,
             continue
         entry: dict[str, Any] = {"version": _version(node.get("version", "")), "hash": str(node.get("hash", "")),
                                  "from": "spec.json"}
+        params = node.get("parameters") or {}
         wanted = tc.transports.get(name)
         if wanted:
-            params = node.get("parameters") or {}
             entry["transports"] = sorted(t for t in wanted if params.get(t) is True)
+        if tc.variants.get(name):   # what matters beyond versions, as concretized (hwloc +pci)
+            entry["variants"] = {v: params.get(v) for v in tc.variants[name]}
+        if tc.providers.get(name):
+            fabrics = params.get("fabrics")
+            entry["providers"] = sorted(fabrics) if isinstance(fabrics, list) else fabrics
         stack[name] = entry
     return stack
 
@@ -201,8 +301,14 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
     version = _version(root.get("version", ""))
     stack = stack_from_spec(nodes, tc)
     notes = common.toolchain_notes(tc, compiler, mpi)
+    external = (mpi_node or {}).get("external")
+    if external:
+        # An external MPI's own stack is not in Spack's graph: "no UCX" would be a false claim.
+        path = external.get("path", "") if isinstance(external, Mapping) else ""
+        notes.append(f"MPI {mpi.get('name')} {mpi.get('version')} is an external of Spack ({path}): the stack "
+                     f"under it is not in Spack's graph")
     notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
-              for p in common.stack_problems(stack, tc, complete=True)]
+              for p in common.stack_problems(stack, tc, complete=not external)]
     if version != str(tc.osu["version"]):
         notes.append(f"Spack built OSU {version}, the toolchain {tc.name} says {tc.osu['version']}")
     mpi_params = (mpi_node or {}).get("parameters") or {}
@@ -227,45 +333,143 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
     )
 
 
+# --- a site scope ---------------------------------------------------------------------------------
+
+def site_scope_problems(scope: Path) -> list[str]:
+    """One sentence per compiler or external in the Spack scope folder ``scope`` whose path does not exist
+    on this machine (Spack 0.23 would stop with "internal error ... unsatisfiable", 1.1 concretize a smaller
+    graph without a word)."""
+    scope = Path(scope)
+    if not scope.is_dir():
+        return [f"Spack site scope {scope} is not a folder"]
+    problems = []
+    for name in ("compilers.yaml", "packages.yaml"):
+        path = scope / name
+        if not path.is_file():
+            continue
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            problems.append(f"{path} is not valid YAML: {getattr(err, 'problem', None) or err}")
+            continue
+        for entry in data.get("compilers") or []:
+            compiler = (entry or {}).get("compiler") or {}
+            for key, value in sorted((compiler.get("paths") or {}).items()):
+                if value and not Path(str(value)).exists():
+                    problems.append(f"{path}: compiler {compiler.get('spec', '?')} has {key}: {value}, which does "
+                                    f"not exist on this machine")
+        for package, settings in sorted(((data.get("packages") or {}) if isinstance(data, dict) else {}).items()):
+            for external in (settings or {}).get("externals") or []:
+                prefix = str((external or {}).get("prefix") or "")
+                spec = (external or {}).get("spec", package)
+                if prefix and not Path(prefix).is_dir():
+                    problems.append(f"{path}: external {spec} has prefix {prefix}, which does not exist on this "
+                                    f"machine")
+                    continue
+                compilers = ((external or {}).get("extra_attributes") or {}).get("compilers") or {}
+                for lang, value in sorted(compilers.items()):
+                    if value and not Path(str(value)).exists():
+                        problems.append(f"{path}: external {spec} has compiler {lang}: {value}, which does not "
+                                        f"exist on this machine")
+    return problems
+
+
+def check_site_scopes(scopes: list[Path]) -> None:
+    """InputError with the first problem of the site scopes (before Spack runs), naming how many more."""
+    problems = [p for scope in scopes for p in site_scope_problems(scope)]
+    if problems:
+        more = f" ({len(problems) - 1} more problem(s) of the same kind)" if len(problems) > 1 else ""
+        raise InputError(f"{problems[0]}: put in this cluster's real paths before Spack runs{more}")
+
+
 # --- the build --------------------------------------------------------------------------------
 
 def build(options: BuildOptions) -> Manifest:
     """Concretize and install the partition's Spack environment; write and return the manifest.
 
-    NotAvailableError (exit 4) when ``spack`` is not on PATH.
+    NotAvailableError (exit 4) when ``spack`` is not on PATH. On a system with a ``host_toolchain``
+    the environment is written from that data. OSU's tarball is served from a file mirror at
+    Spack's layout; site scopes (``options.extra["site_scopes"]``) are checked before Spack runs.
     """
+    # A broken site scope is a bad input whatever the machine: judged before Spack is even looked for.
+    scopes = [Path(p) for p in options.extra.get("site_scopes") or []]
+    check_site_scopes(scopes)
     spack = require_spack()
     tc = toolchain.load(options.toolchain_file)
     version = check_version(_spack_output([spack], "--version"), tc)
-    check_buildcache(os.environ)
+    host = host_toolchain.for_system(options.system)
+    if host is None:
+        check_buildcache(os.environ)
     target = microarch.lookup(options.target).name
-    source_env = environment_for(options, tc)
-    workdir = Path(options.install_root) / METHOD / target
-    env_dir = workdir / "env" / source_env.name
-    # Work on a copy: concretizing writes spack.lock and .spack-env/ next to spack.yaml.
-    copy_environment(source_env, env_dir)
-    base = [spack, "-e", str(env_dir), "-c", f"config:install_tree:root:{(workdir / 'opt').resolve()}"]
+    tarball = common.resolve_tarball(tc, options.source_mirror)
+    sha256, official = common.verify_sha256(tarball, tc, options.sha256_override)
+    workdir = Path(options.install_root).resolve() / METHOD / target
+    if host is not None:
+        host_toolchain.check_host(host, common.detect_compiler("mpicc"), common.detect_mpi())
+        env_name = f"{host.system}-host"
+        env_dir = workdir / "env" / env_name
+        env_dir.mkdir(parents=True, exist_ok=True)
+        # Written by every build from the data, never kept from an earlier one.
+        (env_dir / "spack.yaml").write_text(
+            "# Written by mpiregress build from systems/" + host.system + ".yaml (host_toolchain).\n"
+            + yaml.safe_dump(host_environment(host, tc, target, version), sort_keys=False))
+        source_env = env_dir
+    else:
+        source_env = environment_for(options, tc)
+        env_name = source_env.name
+        env_dir = workdir / "env" / source_env.name
+        # Work on a copy: concretizing writes spack.lock and .spack-env/ next to spack.yaml.
+        copy_environment(source_env, env_dir)
+    mirror = workdir / "source-mirror"
+    place_in_mirror(tarball, mirror, tc.osu["sha256"])
+    add_mirror(env_dir, mirror)
+    base = [spack, *[a for scope in scopes for a in ("-C", str(scope))], "-e", str(env_dir),
+            "-c", f"config:install_tree:root:{(workdir / 'opt').resolve()}"]
     log = workdir / "spack.log"
     _say(f"spack environment {source_env} -> {env_dir} (log: {log})")
+    if host is not None:
+        # The host's own build tools (make), as Spack finds them: built from source they would be fetched
+        # from the internet, which compute nodes do not have.
+        _spack(base, "external", "find", "--not-buildable", *HOST_BUILD_TOOLS, log=log, step="spack external find")
     _spack(base, "concretize", "-f", log=log, step="spack concretize")
-    _spack(base, "install", "--fail-fast", "-j", str(max(1, int(options.jobs))), log=log, step="spack install")
+    install = ["install", "--fail-fast", "-j", str(max(1, int(options.jobs)))]
+    if not official:
+        install.append("--no-checksum")   # the site tarball accepted by --sha256; recorded below
+    _spack(base, *install, log=log, step="spack install")
     prefix = _spack_output(base, "location", "--install-dir", str(tc.osu["name"])).strip().splitlines()[-1]
     spec_file = Path(prefix) / SPEC_FILE
     try:
         data = json.loads(spec_file.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise common.BuildError(f"cannot read Spack's record {spec_file}: {err}") from None
-    manifest = manifest_from_spec(data, prefix, tc, env_name=source_env.name,
+    manifest = manifest_from_spec(data, prefix, tc, env_name=env_name,
                                   system=options.system, partition=options.partition)
     if manifest.target != target:
         raise common.BuildError(f"Spack concretized {tc.osu['name']} for target {manifest.target}, not {target}: "
                                 f"check packages:all:require in {source_env / 'spack.yaml'}")
+    if host is not None:
+        # The host's OpenMPI is an external: its stack as its own tools report it, as for the source build.
+        manifest.stack = common.detect_stack(tc)
+        manifest.notes += [f"MPI stack differs from toolchain {tc.name}: {p}"
+                           for p in common.stack_problems(manifest.stack, tc)]
+        manifest.sha256, manifest.sha256_official = sha256, official
+    if not official:
+        manifest.notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
+                              f"OSU {tc.osu['version']} release (sha256 {tc.osu['sha256']})")
+        manifest.extra["checksum_override"] = {"sha256": sha256, "official_sha256": tc.osu["sha256"],
+                                               "how": "spack install --no-checksum (--sha256 / OSU_SHA256)"}
     manifest.build_host = manifest_mod.host_record()   # the machine that ran spack install
     manifest.extra["build_log"] = str(log)
     manifest.extra["spack_env_dir"] = str(env_dir)
     manifest.extra["spack_version"] = version
+    manifest.extra["source_mirror"] = str(mirror / mirror_path(tc.osu["sha256"]))
+    manifest.extra["site_scopes"] = [str(p) for p in scopes]
+    if host is not None:
+        manifest.extra["host_toolchain"] = {"system": host.system, "compiler": dict(host.compiler),
+                                            "mpi": dict(host.mpi)}
     # The project's programs, with the MPI Spack just installed in this environment.
-    load = f'eval "$({spack} -e {env_dir} load --sh {tc.mpi["name"]})"'
+    load = f'eval "$({spack} -e {env_dir} load --sh {tc.osu["name"]})"' if host is not None else \
+        f'eval "$({spack} -e {env_dir} load --sh {tc.mpi["name"]})"'
     manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {manifest.flags}".strip(),
                                               setup=[load], install_root=options.install_root, log=log)
     return common.record(manifest, options.manifest_dir, "spack install finished", log)

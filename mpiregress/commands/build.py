@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sha256", default=None,
                    help=f"accept a site tarball with this sha256 instead of the official one (default: ${SHA256_ENV})")
     p.add_argument("--env", type=Path, default=None, help="Spack environment folder (spack method)")
+    p.add_argument("--site-scope", type=Path, action="append", default=[],
+                   help="a Spack configuration scope of the site (spack -C DIR; repeatable), checked before Spack runs")
     p.add_argument("--eessi-subdir-override", default=None,
                    help="force EESSI's software subdirectory, e.g. x86_64/intel/haswell (eessi method)")
     p.add_argument("--manifest-dir", type=Path, default=None, help="where to write the manifest")
@@ -47,6 +49,10 @@ def resolve_target(args: argparse.Namespace, tc_path: Path) -> tuple[str, Option
         raise InputError("give either --target or --system/--partition, not both")
     if args.target:
         return microarch.lookup(args.target).name, None, None
+    if args.system and not args.partition:
+        only = systems.get(args.system).partitions
+        if len(only) == 1:   # a one-partition system (the local one) needs no --partition
+            args.partition = only[0].name
     if args.system or args.partition:
         if not (args.system and args.partition):
             raise InputError("--system and --partition go together (e.g. --system iris --partition broadwell)")
@@ -79,7 +85,7 @@ def options_from_args(args: argparse.Namespace) -> BuildOptions:
         spack_env=args.env,
         eessi_subdir_override=args.eessi_subdir_override,
         jobs=args.jobs,
-        extra={"rebuild": bool(args.rebuild)},
+        extra={"rebuild": bool(args.rebuild), "site_scopes": list(args.site_scope)},
     )
 
 

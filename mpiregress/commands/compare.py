@@ -58,6 +58,14 @@ def _stacks() -> dict[str, str]:
                                          toolchain.load(toolchain.default_path()))
 
 
+def _builds() -> dict[frozenset[str], str]:
+    """How the builds of the run's methods differ from each other (flags, MCA parameters), from their manifests."""
+    from .. import manifest
+    from ..builds import differences
+
+    return differences.between(manifest.find_all(paths.manifest_dir()))
+
+
 def build_report(args: argparse.Namespace, with_trends: bool,
                  evidence: Optional[Evidence] = None) -> report.ReportData:
     config = gate_config(args)
@@ -68,7 +76,8 @@ def build_report(args: argparse.Namespace, with_trends: bool,
     try:
         data = report.build(results, history, books, config, results_source=str(args.results),
                             history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
-                            with_trends=with_trends, stacks=_stacks(), event=args.event, evidence=evidence)
+                            with_trends=with_trends, stacks=_stacks(), builds=_builds(), event=args.event,
+                            evidence=evidence)
     finally:
         if history:
             history.close()

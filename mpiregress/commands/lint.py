@@ -24,12 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--easybuild", choices=("auto", "yes", "no"), default="auto",
                    help="compare the stack 'eb --dry-run --robot' resolves with the toolchain's "
                         "(auto: when eb is on PATH; takes a few seconds)")
+    p.add_argument("--site-scope", type=Path, action="append", default=[],
+                   help="also check a site's Spack scope folder (repeatable): every compiler path and external "
+                        "prefix it names must exist on this machine")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     easybuild = {"auto": None, "yes": True, "no": False}[args.easybuild]
-    report = lint_mod.lint(args.root, args.toolchain, easybuild=easybuild)
+    report = lint_mod.lint(args.root, args.toolchain, easybuild=easybuild, site_scopes=args.site_scope)
     for line in lint_mod.summary(report):
         print(line)
     return OK if report.ok else ERROR

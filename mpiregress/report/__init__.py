@@ -87,13 +87,16 @@ class ReportData:
 def build(results: Sequence[Result], history: Optional[History], baselines: Mapping[str, Optional[Baselines]],
           config: GateConfig = GateConfig(), results_source: str = "", history_source: str = "",
           exclude_run: Optional[str] = None, with_trends: bool = True,
-          stacks: Optional[Mapping[str, str]] = None, event: str = "history",
+          stacks: Optional[Mapping[str, str]] = None,
+          builds: Optional[Mapping[frozenset[str], str]] = None, event: str = "history",
           evidence: Optional[Evidence] = None) -> ReportData:
     """Judge ``results`` and gather the history a report needs (series of the results' systems).
 
     ``with_trends=False`` (the MR gate) reads only the series of ``results`` and skips
     the change-point scan. ``stacks`` (consistency.stack_differences of the run's manifests) lets a
-    cross-method finding name the MPI stack difference behind it. The pipeline verdict of ``event``
+    cross-method finding name the MPI stack difference behind it, ``builds`` (builds.differences.between)
+    the build difference (flags, MCA parameters of the build's modules).
+    The pipeline verdict of ``event``
     is composed from the history gate, the cross-method and baseline findings and ``evidence`` (what
     other judges said: paired A/B, confirmations, the run's problems, the MR's changes).
     """
@@ -122,7 +125,7 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     values = consistency.method_values(results)
     collectives = _collectives(results)
     # One finding per fact: Iris' broadwell and skylake copies of one shortfall are one finding naming both.
-    findings = consistency.group(consistency.check(values, noise, stacks=stacks))
+    findings = consistency.group(consistency.check(values, noise, stacks=stacks, builds=builds))
     baseline_findings = consistency.group(consistency.baseline_gaps(books.values(), values, noise))
     found_causes = causes(results, verdicts, history)
     given = evidence or Evidence()

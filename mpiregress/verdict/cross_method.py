@@ -67,6 +67,7 @@ class Finding:
     unit: str
     reference: Optional[float] = None
     stack: str = ""           # how the methods' MPI stacks differ ("spack: UCX 1.17.0 without verbs"), if they do
+    build: str = ""           # how the two builds differ (builds.differences: flags, MCA parameters), if they do
 
     @property
     def placement(self) -> str:
@@ -83,6 +84,7 @@ class Finding:
         where = f"{self.system}/{partition or self.partition} {self.label} {self.metric}"
         if self.kind == "behind":
             because = f"; the builds' MPI stacks differ: {self.stack}" if self.stack else ""
+            because += f"; the builds differ: {self.build}" if self.build else ""
             return (f"{where}: {self.method} {fv(self.value)} {self.unit} is {self.gap:.0%} behind "
                     f"{self.best_method} {fv(self.best_value)} {self.unit} (noise allows {self.threshold:.0%})"
                     f"{because}")
@@ -224,12 +226,14 @@ def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> di
 
 
 def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mapping[SeriesKey, float]] = None,
-          z: float = Z, min_gap: float = MIN_GAP, stacks: Optional[Mapping[str, str]] = None) -> list[Finding]:
+          z: float = Z, min_gap: float = MIN_GAP, stacks: Optional[Mapping[str, str]] = None,
+          builds: Optional[Mapping[frozenset[str], str]] = None) -> list[Finding]:
     """Every method behind the best method of its group by more than the noise, worst first.
 
-    ``stacks`` (:func:`stack_differences`) names the stack differences of the two builds compared.
+    ``stacks`` (:func:`stack_differences`) names the stack differences of the two builds compared;
+    ``builds`` (``builds.differences.between``) how the two builds differ otherwise (flags, MCA).
     """
-    noise, stacks = noise or {}, stacks or {}
+    noise, stacks, builds = noise or {}, stacks or {}, builds or {}
     findings = []
     for group, by_method in sorted(values.items()):
         if len(by_method) < 2:
@@ -244,7 +248,8 @@ def check(values: Mapping[GroupKey, Mapping[str, float]], noise: Optional[Mappin
             if gap > threshold:
                 stack = "; ".join(stacks[m] for m in (method, best_method) if m in stacks)
                 findings.append(Finding("behind", system, partition, benchmark, params, metric, method, value,
-                                        best_method, best_value, gap, threshold, METRICS[metric].unit, stack=stack))
+                                        best_method, best_value, gap, threshold, METRICS[metric].unit, stack=stack,
+                                        build=builds.get(frozenset((method, best_method)), "")))
     return sorted(findings, key=lambda f: -f.gap)
 
 
