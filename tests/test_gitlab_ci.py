@@ -32,6 +32,7 @@ from typing import Iterator
 import pytest
 import yaml
 
+from helpers.e2e import widen_bands
 from helpers.osu_double import make_tarball
 from shared import REPO
 
@@ -99,6 +100,10 @@ def make_repo(tmp_path: Path, change=None, message: str = "change") -> Path:
         target = repo / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, target)
+    # The pipelines these tests run judge real measurements on a shared, loaded machine: their
+    # baselines get very wide bands, so what a test checks (jobs, artifacts, codes) is not decided
+    # by this machine's speed (issue 20: cross_node latency 64.5 us against a 58.8 us limit at load 51).
+    widen_bands(repo / "baselines" / "local.yaml")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "main")
@@ -511,12 +516,16 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     assert "schedule" in kinds
 
 
-def test_every_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):
-    """A cancelled or timed-out job may be killed outright: its after_script cancels the recorded jobs."""
+def test_every_cluster_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):
+    """A cancelled or timed-out cluster job may be killed outright: its after_script cancels the recorded
+    jobs. The local shell jobs have none: their run cancels its own jobs on SIGTERM, and gitlab-ci-local
+    re-syncs the checkout before an after_script (deleting the job's reports before they are artifacts)."""
     submitting = ("ci/jobs/run.sh", "ci/jobs/ab.sh", "ci/jobs/linktest.sh", "ci/jobs/noise.sh",
                   "ci/jobs/coll-sweep.sh", "ci/jobs/compare.sh")
     jobs = {name: job for name, job in real_jobs(expanded).items()
             if any(step in " ".join(job.get("script", [])) for step in submitting)}
-    assert len(jobs) >= 5, sorted(real_jobs(expanded))
-    missing = [name for name, job in jobs.items() if "ci/jobs/cancel-jobs.sh" not in job.get("after_script", [])]
-    assert missing == []
+    cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
+    local = {name: job for name, job in jobs.items() if name not in cluster}
+    assert len(cluster) >= 10 and local, sorted(jobs)
+    assert [n for n, job in cluster.items() if "ci/jobs/cancel-jobs.sh" not in job.get("after_script", [])] == []
+    assert [n for n, job in local.items() if job.get("after_script")] == []
