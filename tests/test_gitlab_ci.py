@@ -32,6 +32,7 @@ from typing import Iterator
 import pytest
 import yaml
 
+from helpers.e2e import widen_bands
 from helpers.osu_double import make_tarball
 from shared import REPO
 
@@ -100,6 +101,10 @@ def make_repo(tmp_path: Path, change=None, message: str = "change") -> Path:
         target = repo / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, target)
+    # The pipelines these tests run judge real measurements on a shared, loaded machine: their
+    # baselines get very wide bands, so what a test checks (jobs, artifacts, codes) is not decided
+    # by this machine's speed (issue 20: cross_node latency 64.5 us against a 58.8 us limit at load 51).
+    widen_bands(repo / "baselines" / "local.yaml")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "main")
@@ -119,28 +124,6 @@ def make_repo(tmp_path: Path, change=None, message: str = "change") -> Path:
 def touch_toolchain(repo: Path) -> None:
     path = repo / "toolchains" / "2023b.yaml"
     path.write_text(path.read_text() + "# MR under test: a toolchain comment, same values\n")
-
-
-def widen_local_baselines(repo: Path) -> None:
-    """The local baselines with very wide bands (latency 1000x, bandwidth down to 0.1 %): a pipeline test
-    about the wiring must not pass or fail on what this shared, loaded machine measured (issue 20)."""
-    path = repo / "baselines" / "local.yaml"
-    data = yaml.safe_load(path.read_text())
-
-    def widen(node):
-        if isinstance(node, dict):
-            if "value" in node and "tolerance" in node:
-                node["tolerance"] = 0.999 if "/s" in str(node.get("unit", "")) else 1000.0
-            for child in node.values():
-                widen(child)
-    widen(data)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-def green_toolchain_mr(repo: Path) -> None:
-    """A comment in the toolchain file, on a repository whose local bands cannot fail on load."""
-    touch_toolchain(repo)
-    widen_local_baselines(repo)
 
 
 def touch_docs(repo: Path) -> None:
@@ -488,7 +471,7 @@ def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local_pipeline_vars, tmp_path):
-    repo = make_repo(tmp_path, green_toolchain_mr, "toolchain comment")
+    repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars})
     assert done.returncode == 0, tail(done)
     # Every job passes; the verdict may say "needs a look" (WARN: an allowed failure, exit 5) when two
@@ -546,7 +529,7 @@ def test_real_docs_mr_pipeline_runs_lint_only(gitlab_ci_local, local_pipeline_va
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local, local_pipeline_vars, tmp_path):
-    repo = make_repo(tmp_path, widen_local_baselines, "bands that cannot fail on load")
+    repo = make_repo(tmp_path)
     variables = {"CI_PIPELINE_SOURCE": "schedule", **local_pipeline_vars, **ONE_NODE_ONLY}
     done, verdicts = run_pipeline(gitlab_ci_local, repo, variables)
     assert done.returncode == 0, tail(done)
@@ -564,12 +547,16 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     assert "schedule" in kinds
 
 
-def test_every_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):
-    """A cancelled or timed-out job may be killed outright: its after_script cancels the recorded jobs."""
+def test_every_cluster_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):
+    """A cancelled or timed-out cluster job may be killed outright: its after_script cancels the recorded
+    jobs. The local shell jobs have none: their run cancels its own jobs on SIGTERM, and gitlab-ci-local
+    re-syncs the checkout before an after_script (deleting the job's reports before they are artifacts)."""
     submitting = ("ci/jobs/run.sh", "ci/jobs/ab.sh", "ci/jobs/linktest.sh", "ci/jobs/noise.sh",
-                  "ci/jobs/coll-sweep.sh", "ci/jobs/compare.sh")
+                  "ci/jobs/coll-sweep.sh", "ci/jobs/verdict.sh")
     jobs = {name: job for name, job in real_jobs(expanded).items()
             if any(step in " ".join(job.get("script", [])) for step in submitting)}
-    assert len(jobs) >= 5, sorted(real_jobs(expanded))
-    missing = [name for name, job in jobs.items() if "ci/jobs/cancel-jobs.sh" not in job.get("after_script", [])]
-    assert missing == []
+    cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
+    local = {name: job for name, job in jobs.items() if name not in cluster}
+    assert len(cluster) >= 10 and local, sorted(jobs)
+    assert [n for n, job in cluster.items() if "ci/jobs/cancel-jobs.sh" not in job.get("after_script", [])] == []
+    assert [n for n, job in local.items() if job.get("after_script")] == []
