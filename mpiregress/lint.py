@@ -410,15 +410,21 @@ class _Linter:
                                        f"{want}{variant}: {effect}")
             providers = self.tc.providers.get(name) or {}
             if providers:
-                have = {v for t in _variant_values(text, "fabrics") for v in t.lstrip(":=").split(",")}
+                have = {v for t in _variant_values(text, "fabrics") for v in t.split(",")}
+                exact = bool(re.search(r"(?:^|\s)fabrics:=", text))
                 missing = [p for p, w in providers.items() if w and p not in have]
                 extra = [p for p, w in providers.items() if not w and p in have]
-                if missing or extra:
+                if have and not exact and not missing and not extra and not all(providers.values()):
+                    absent = ", ".join(p for p, w in providers.items() if not w)
+                    self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have))} does not exclude {absent}: "
+                                           f"Spack adds its default providers to a fabrics= requirement (seen: "
+                                           f"sockets with Spack 1.1); require fabrics:=")
+                elif missing or extra:
                     said = ",".join(p for p, w in providers.items() if w)
                     what = "; ".join(filter(None, [f"lacks {', '.join(missing)}" if missing else "",
                                                    f"has {', '.join(extra)}" if extra else ""]))
                     self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have)) or '(Spack default)'} "
-                                           f"{what}: the toolchain file (providers.{name}) says fabrics={said}, "
+                                           f"{what}: the toolchain file (providers.{name}) says fabrics:={said}, "
                                            f"the providers {self.eb_tc_name}/{self.eb_tc_version}'s {spack_name} has")
 
     def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any) -> None:
@@ -711,7 +717,7 @@ def _strings(value: Any) -> list[str]:
 
 def _variant_values(spec: str, key: str) -> list[str]:
     """Values of ``key=value`` tokens in a spec string (``target=broadwell`` -> ['broadwell'])."""
-    return re.findall(r"(?:^|\s)" + re.escape(key) + r"=(\S+)", spec)
+    return re.findall(r"(?:^|\s)" + re.escape(key) + r":?=(\S+)", spec)
 
 
 def _versions(spec: str) -> list[str]:
