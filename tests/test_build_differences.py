@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mpiregress import consistency
+from mpiregress.verdict import cross_method as consistency
 from mpiregress.builds import differences
 from mpiregress.manifest import Manifest
 from mpiregress.results import pt2pt
