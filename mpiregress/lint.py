@@ -411,20 +411,23 @@ class _Linter:
             providers = self.tc.providers.get(name) or {}
             if providers:
                 have = {v for t in _variant_values(text, "fabrics") for v in t.split(",")}
+                conflicts = {v for c in _strings(settings.get("conflict")) for t in _variant_values(c, "fabrics")
+                             for v in t.split(",")}
                 exact = bool(re.search(r"(?:^|\s)fabrics:=", text))
                 missing = [p for p, w in providers.items() if w and p not in have]
                 extra = [p for p, w in providers.items() if not w and p in have]
-                if have and not exact and not missing and not extra and not all(providers.values()):
-                    absent = ", ".join(p for p, w in providers.items() if not w)
-                    self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have))} does not exclude {absent}: "
-                                           f"Spack adds its default providers to a fabrics= requirement (seen: "
-                                           f"sockets with Spack 1.1); require fabrics:=")
+                unexcluded = [p for p, w in providers.items() if not w and p not in conflicts]
+                if have and not exact and not missing and not extra and unexcluded:
+                    self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have))} does not exclude "
+                                           f"{', '.join(unexcluded)}: Spack adds its default providers to a fabrics= "
+                                           f"requirement (seen: sockets with Spack 1.1); add conflict: "
+                                           f"[{', '.join('fabrics=' + p for p in unexcluded)}]")
                 elif missing or extra:
                     said = ",".join(p for p, w in providers.items() if w)
                     what = "; ".join(filter(None, [f"lacks {', '.join(missing)}" if missing else "",
                                                    f"has {', '.join(extra)}" if extra else ""]))
                     self.add(spath, sline, f"{spack_name} fabrics={','.join(sorted(have)) or '(Spack default)'} "
-                                           f"{what}: the toolchain file (providers.{name}) says fabrics:={said}, "
+                                           f"{what}: the toolchain file (providers.{name}) says fabrics={said}, "
                                            f"the providers {self.eb_tc_name}/{self.eb_tc_version}'s {spack_name} has")
 
     def _lint_spack_ci(self, path: Path, doc: _Yaml, ci: Any) -> None:
