@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -47,9 +45,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_gitlab_ci import GCL, gcl, job_verdicts, make_repo, mr_vars, touch_toolchain  # noqa: E402
-
-CLUSTER = REPO / "var" / "local-cluster"
+from test_gitlab_ci import GCL, job_verdicts, touch_toolchain  # noqa: E402
+from verdict_pipeline import CLUSTER, mr_pipeline  # noqa: E402
 
 
 def red(repo: Path) -> None:
@@ -60,22 +57,7 @@ def red(repo: Path) -> None:
 
 
 def one_mr(name: str, change, work: Path) -> tuple[int, dict, Path]:
-    root = work / name
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    repo = make_repo(root, change, f"{name} toolchain MR")
-    # The runner's state folder: its local-cluster is the project's own, install prefixes beside it.
-    state = Path(tempfile.mkdtemp(prefix=f"abpipe-{name}-", dir="/tmp"))
-    state.chmod(0o755)
-    (state / "local-cluster").symlink_to(CLUSTER, target_is_directory=True)
-    variables = {**mr_vars(), "MPIREGRESS_SYSTEMS": "local", "MPIREGRESS_AB": "on",
-                 "OSU_SOURCE_MIRROR": os.environ["OSU_SOURCE_MIRROR"], "OSU_SHA256": os.environ.get("OSU_SHA256", ""),
-                 "MPIREGRESS_LOCAL_STATE_DIR": str(state), "MPIREGRESS_HISTORY_DB": str(root / "history.sqlite"),
-                 "MPIREGRESS_VENV": str(REPO / ".venv"), "MPIREGRESS_AB_ARGS": "--iterations 200"}
-    done = gcl(GCL, repo, "--shell-isolation", "--concurrency", "1", "--no-artifacts-to-source", "--needs",
-               "ab:local:batch", variables=variables, timeout=3600)
-    (root / "gitlab-ci-local.log").write_text(done.stdout + done.stderr)
-    shutil.rmtree(state, ignore_errors=True)
+    done, repo, _ = mr_pipeline(name, change, work, "ab:local:batch", "--no-artifacts-to-source")
     return done.returncode, job_verdicts(done.stdout), repo / ".gitlab-ci-local" / "output" / "abOglocalOgbatch.log"
 
 

@@ -52,25 +52,34 @@ MRS = {"single-copy": (runtime_env({"OMPI_MCA_btl_vader_single_copy_mechanism": 
        "green": (touch_toolchain, "PASS")}
 
 
-def one_mr(name: str, change, work: Path) -> tuple[dict, dict, float]:
+def mr_pipeline(name: str, change, work: Path, needs: str, *options: str,
+                more: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path, float]:
+    """One MR pipeline under gitlab-ci-local up to job ``needs`` on the project's local Slurm (real OSU from
+    $OSU_SOURCE_MIRROR): the finished run, the MR's repository, the seconds it took."""
     root = work / name
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     repo = make_repo(root, change, f"{name} toolchain MR")
+    # The runner's state folder: its local-cluster is the project's own, install prefixes beside it.
     state = Path(tempfile.mkdtemp(prefix=f"vp-{name[:8]}-", dir="/tmp"))
     state.chmod(0o755)
     (state / "local-cluster").symlink_to(CLUSTER, target_is_directory=True)
     variables = {**mr_vars(), "MPIREGRESS_SYSTEMS": "local", "MPIREGRESS_AB": "on",
                  "OSU_SOURCE_MIRROR": os.environ["OSU_SOURCE_MIRROR"], "OSU_SHA256": os.environ.get("OSU_SHA256", ""),
                  "MPIREGRESS_LOCAL_STATE_DIR": str(state), "MPIREGRESS_HISTORY_DB": str(root / "history.sqlite"),
-                 "MPIREGRESS_VENV": str(REPO / ".venv"), "MPIREGRESS_AB_ARGS": "--iterations 200",
-                 "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt"}
+                 "MPIREGRESS_VENV": str(REPO / ".venv"), "MPIREGRESS_AB_ARGS": "--iterations 200", **(more or {})}
     started = time.time()
-    done = gcl(GCL, repo, "--shell-isolation", "--concurrency", "1", "--needs", "verdict:local",
+    done = gcl(GCL, repo, "--shell-isolation", "--concurrency", "1", *options, "--needs", needs,
                variables=variables, timeout=5400)
     took = time.time() - started
     (root / "gitlab-ci-local.log").write_text(done.stdout + done.stderr)
     shutil.rmtree(state, ignore_errors=True)
+    return done, repo, took
+
+
+def one_mr(name: str, change, work: Path) -> tuple[dict, dict, float]:
+    done, repo, took = mr_pipeline(name, change, work, "verdict:local",
+                                   more={"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt"})
     found = list(repo.glob("**/reports/report-local/verdict.json"))
     verdict = json.loads(found[0].read_text()) if found else {}
     return job_verdicts(done.stdout), verdict, took
