@@ -34,8 +34,6 @@ cause toolchain, with "the noise probe flagged node1 …, but A ran on it too"),
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,8 +43,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_gitlab_ci import GCL, job_verdicts, touch_toolchain  # noqa: E402
-from verdict_pipeline import CLUSTER, mr_pipeline  # noqa: E402
+from test_gitlab_ci import job_verdicts, touch_toolchain  # noqa: E402
+from verdict_pipeline import mr_pipeline, prepare  # noqa: E402
 
 
 def red(repo: Path) -> None:
@@ -65,14 +63,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/ab-pipeline"))
     opts = parser.parse_args()
-    if not os.environ.get("OSU_SOURCE_MIRROR"):
-        sys.exit("set OSU_SOURCE_MIRROR (and OSU_SHA256) to the folder of an OSU 7.2 tarball")
-    if not GCL.exists():
-        subprocess.run(["bash", str(REPO / "ci" / "install-gitlab-ci-local.sh")], check=True)
-    subprocess.run([sys.executable, "-m", "mpiregress", "cluster", "start", "--state-dir", str(CLUSTER)],
-                   check=True, cwd=REPO)
-    opts.work.mkdir(parents=True, exist_ok=True)
-    opts.work.chmod(0o755)   # munge and the job steps must traverse it
+    prepare(opts.work)
     right = 0
     for name, change, wanted in (("red", red, "FAIL"), ("green", touch_toolchain, "PASS")):
         started = time.time()

@@ -77,6 +77,19 @@ def mr_pipeline(name: str, change, work: Path, needs: str, *options: str,
     return done, repo, took
 
 
+def prepare(work: Path) -> None:
+    """What every MR pipeline here needs: the OSU mirror, gitlab-ci-local, the project's local Slurm, a work
+    folder munge and the job steps can traverse."""
+    if not os.environ.get("OSU_SOURCE_MIRROR"):
+        sys.exit("set OSU_SOURCE_MIRROR (and OSU_SHA256) to the folder of an OSU 7.2 tarball")
+    if not GCL.exists():
+        subprocess.run(["bash", str(REPO / "ci" / "install-gitlab-ci-local.sh")], check=True)
+    subprocess.run([sys.executable, "-m", "mpiregress", "cluster", "start", "--state-dir", str(CLUSTER)],
+                   check=True, cwd=REPO)
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)
+
+
 def one_mr(name: str, change, work: Path) -> tuple[dict, dict, float]:
     done, repo, took = mr_pipeline(name, change, work, "verdict:local",
                                    more={"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt"})
@@ -91,14 +104,7 @@ def main() -> int:
     parser.add_argument("--green", type=int, default=3)
     parser.add_argument("--only", default="single-copy,no-vader,green")
     opts = parser.parse_args()
-    if not os.environ.get("OSU_SOURCE_MIRROR"):
-        sys.exit("set OSU_SOURCE_MIRROR (and OSU_SHA256) to the folder of an OSU 7.2 tarball")
-    if not GCL.exists():
-        subprocess.run(["bash", str(REPO / "ci" / "install-gitlab-ci-local.sh")], check=True)
-    subprocess.run([sys.executable, "-m", "mpiregress", "cluster", "start", "--state-dir", str(CLUSTER)],
-                   check=True, cwd=REPO)
-    opts.work.mkdir(parents=True, exist_ok=True)
-    opts.work.chmod(0o755)
+    prepare(opts.work)
     plan = []
     for name in opts.only.split(","):
         plan += [f"green-{i + 1}" for i in range(opts.green)] if name == "green" else [name]
