@@ -391,7 +391,7 @@ def test_web_run_benchmarks_the_system_picked_in_the_form(gitlab_ci_local, tmp_p
 
 # ----------------------------------------------------------------------------- real runs (local Slurm)
 
-SUMMARY = re.compile(r"^\s*(PASS|FAIL|WARN|SKIP)\s+(\S.*?)\s*$")
+SUMMARY = re.compile(r"^\s*(PASS|FAIL|WARN|SKIP)\s+(\S.*?)(?:\s{2,}\S+)?\s*$")
 
 
 def job_verdicts(output: str) -> dict[str, str]:
@@ -497,9 +497,10 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
 def test_real_toolchain_mr_with_broken_baseline_fails_at_the_verdict_job(gitlab_ci_local, local_pipeline_vars, tmp_path):
     repo = make_repo(tmp_path, break_local_latency_baseline, "toolchain + impossible latency baseline")
     done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars, **ONE_NODE_ONLY})
-    assert done.returncode != 0, tail(done)
     # The run job measured (exit 0); the one verdict job fails the MR: the baselines file the MR
-    # changes does not accept today's measurement.
+    # changes does not accept today's measurement. (gitlab-ci-local 4.73 exits 0 for a pipeline whose
+    # failed job has `allow_failure: exit_codes:` at all, whatever the code; GitLab fails it on exit 1,
+    # and gitlab-ci-local's own job line says FAIL, not WARN: that line is what is checked.)
     assert verdicts.get("verdict:local") == "FAIL", tail(done)
     builds = {"build:local:batch: [source]", "build:local:batch: [easybuild]"}
     assert all(verdicts.get(job) == "PASS" for job in LINT | builds | {"run:local:batch"}), verdicts
