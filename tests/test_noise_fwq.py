@@ -131,8 +131,12 @@ def test_injected_noise_is_found_and_absent_without_it(fwq: Path, noise_source: 
     assert elsewhere is None or elsewhere.prominence < found.prominence, describe(noisy)
     assert noisy.nodes[0].efficiency < quiet.nodes[0].efficiency, (
         f"efficiency did not drop: quiet {quiet.nodes[0].efficiency:.3f}, noisy {noisy.nodes[0].efficiency:.3f}")
-    assert all(line_at(c, NOISE_HZ) is None for c in quiet.nodes[0].cores), (
-        f"a 100 Hz event was found without the noise source: {describe(quiet)}")
+    # Without the source: no 100 Hz event as strong as the injected one. (A shared host may have a weak
+    # 100 Hz line of its own — seen at prominence 357 on a loaded CI machine — which is not the source.)
+    quiet_lines = [line_at(c, NOISE_HZ) for c in quiet.nodes[0].cores]
+    assert all(q is None or q.prominence < found.prominence / 2 for q in quiet_lines), (
+        f"a 100 Hz event as strong as the injected one ({found.prominence:.0f}) was found without the noise "
+        f"source: {describe(quiet)}")
 
 
 def test_uncalibratable_quantum_is_one_sentence(fwq: Path, tmp_path: Path) -> None:

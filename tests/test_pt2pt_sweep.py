@@ -26,7 +26,7 @@ def test_the_weekly_schedule_runs_the_sweep_on_every_cluster_partition():
             job = pipeline[f"pt2pt-sweep:{system}:{partition}"]
             assert job["script"] == ["ci/jobs/pt2pt-sweep.sh"] and job["needs"] == [f"build:{system}:{partition}"]
             assert job["rules"][-1] == {"if": '$CI_PIPELINE_SOURCE == "schedule"'}
-            for consumer in (f"report:{system}", f"history:{system}"):
+            for consumer in (f"verdict:{system}", f"history:{system}"):
                 assert {"job": f"pt2pt-sweep:{system}:{partition}", "artifacts": True, "optional": True} \
                     in pipeline[consumer]["needs"]
     script = (REPO / "ci" / "jobs" / "pt2pt-sweep.sh").read_text()
