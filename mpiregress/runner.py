@@ -36,7 +36,7 @@ from .builds.common import program_sources
 from .errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 from .report import verdict_text
-from .verdict import band, compose, cross_method
+from .verdict import band, compose
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -482,9 +482,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     _classify_infrastructure(found, env)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
-    judged = compose.compose(opts.event, compose.Evidence(
-        results=found, cross=cross_method.group(cross_method.check(cross_method.method_values(found))),
-        problems=problems))
+    judged = compose.of_run(found, problems, opts.event)
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
