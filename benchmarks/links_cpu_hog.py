@@ -1,9 +1,10 @@
 """A real CPU hog on one rank's core, on the local Slurm: how often the link analysis names its node.
 
 Prints figures, asserts nothing. Each round runs linktest twice in one exclusive allocation of
-the two fake nodes (8 ranks, 4 a node, serial mode): once undisturbed, once with a CPU hog. The
-two fake nodes share this host's 2 cores, so the harness makes one rank own a core, as every
-rank does on a cluster node: rank ``--victim`` (node2) is pinned alone to CPU 1, the seven
+the two nodes of a local cluster of its own (2 nodes, the layout of systems/local.yaml; 8 ranks, 4 a
+node, serial mode): once undisturbed, once with a CPU hog. The two nodes share this host's 2
+cores, so the harness makes one rank own a core, as every rank does on a cluster node:
+rank ``--victim`` (node2) is pinned alone to CPU 1, the seven
 others to CPU 0, all at SCHED_FIFO 5 (as root) so that the shared host's other load does not
 reach them. The hog is the test's periodic noise source (tests/noise_source/noise_source.c)
 pinned to CPU 1 at SCHED_FIFO 10, spinning ``--busy-us`` of every ``--period-us`` (80 % by
@@ -21,7 +22,7 @@ host's own daemons get only the kernel's RT-throttling slack); the undisturbed r
 nothing in 10 of 10. Before slow pairs meeting at one rank counted, 5 of 10 (three more came
 out as two or three "bad links" all of rank 6). Why this is not a test in the suite: it
 starves the CI runner's own processes for seconds and one round in ten lost its allocation.
-tests/test_links_local.py injects a constant per-message delay (LD_PRELOAD) instead.
+tests/test_links_local.py injects real rate limits (``cluster fault rate``) instead.
 
     sudo python benchmarks/links_cpu_hog.py --rounds 10
 """
@@ -43,8 +44,6 @@ from mpiregress.links import analysis, resultsfile  # noqa: E402
 from mpiregress.local_cluster import LocalCluster  # noqa: E402
 
 WRAPPER = """#!/bin/sh
-d="$LINKTEST_SHM/$SLURMD_NODENAME"; mkdir -p "$d"
-export OMPI_MCA_btl_vader_backing_directory="$d"
 if [ "$SLURM_PROCID" = "$VICTIM" ]; then cpu=1; else cpu=0; fi
 exec taskset -c $cpu chrt -f 5 "$@"
 """
@@ -69,7 +68,7 @@ def measure(cluster: LocalCluster, binary: Path, wrapper: Path, out: Path, victi
     """One linktest run (with the hog running around it when given); the analysis' verdict lines."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_mpi_yield_when_idle="1", LINKTEST_SHM=str(out.parent / "shm"), VICTIM=str(victim))
+               OMPI_MCA_mpi_yield_when_idle="1", VICTIM=str(victim))
     started = subprocess.Popen(hog, stdout=subprocess.DEVNULL) if hog else None
     try:
         time.sleep(0.3 if hog else 0)
@@ -101,11 +100,10 @@ def main() -> None:
         sys.exit("links_cpu_hog: needs root and chrt (SCHED_FIFO for the ranks and the hog)")
     root = Path(tempfile.mkdtemp(prefix="mpiregress-hog-", dir="/tmp"))
     root.chmod(0o755)
-    cluster = LocalCluster(root / "local-cluster")
+    cluster = LocalCluster(root / "local-cluster", nodes=2)
     cluster.start()
     try:
         binary, hog_binary, wrapper = build(root)
-        (root / "shm").mkdir()
         hog = [str(hog_binary), "1", str(args.period_us), str(args.busy_us), "120", "10"]
         victim_node = "node2" if args.victim >= 4 else "node1"
         named = {"hog": 0, "clean": 0}

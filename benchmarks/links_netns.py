@@ -10,7 +10,12 @@ thresholds of systems/local.yaml's links settings unless given):
   node1--node3, no bad node;
 - one node limited (``cluster fault rate node2 RATE``): exactly the bad node node2, no bad link.
 
-    python benchmarks/links_netns.py --repeat 10 --rate 1gbit
+RATE is a quarter of the link's measured rate (the median bandwidth of the undisturbed runs'
+inter-node pairs, each pair's median iteration) unless ``--rate`` gives one. A run that leaves no
+results file is "lost": its step's own words are printed, it is run again (at most twice) and the
+table counts it in a column of its own.
+
+    python benchmarks/links_netns.py --repeat 10
 
 The cluster, its namespaces and its bridge are stopped and removed at the end, whatever happens.
 """
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,10 +61,17 @@ def names(judged: judge.Judged) -> tuple[set[str], set[str]]:
     return {b.node for b in result.bad_nodes}, {s.link() for s in result.bad_links}
 
 
+def _stop_on_term(signum: int, frame: object) -> None:
+    """A SIGTERM ends the benchmark through its ``finally`` (the cluster and its namespaces are removed)."""
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--rate", default="1gbit", help="the limit (a quarter of the ~4 Gbit/s veth path here)")
+    parser.add_argument("--rate", default=None,
+                        help="the limit, a tc rate (default: a quarter of the measured inter-node bandwidth)")
     parser.add_argument("--ranks-per-node", type=int, default=None)
     parser.add_argument("--ratio", type=float, default=None)
     parser.add_argument("--statistic", default=None)
@@ -73,12 +87,15 @@ def main() -> int:
                                      metrics=tuple(args.metrics.split(",")) if args.metrics else
                                      tuple(site.get("metrics", analysis.METRICS)))
     link_args = str(site.get("args", "-S -w 5 -i 20 -I 5 -Z 10")).split()
-    env = {k: str(v) for k, v in (site.get("env") or {}).items() if not k.startswith("OMPI_MCA_btl")}
-    print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}, rate {args.rate}")
+    env = {k: str(v) for k, v in (site.get("env") or {}).items()}
+    print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}")
     state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="mpr-bench-build-"))
     cluster = LocalCluster(state, nodes=4, network="namespaces")
     tally: dict[str, list[int]] = {}
+    lost: dict[str, int] = {}
+    inter_bw: list[float] = []
+    loads: list[float] = []
     try:
         binary = build_linktest(work)
         started = time.monotonic()
@@ -86,29 +103,47 @@ def main() -> int:
         print(f"# cluster started in {time.monotonic() - started:.1f} s")
         faults = {"undisturbed": None, "link": ("node1", "node3"), "node": ("node2", None)}
         wanted = {"undisturbed": (set(), set()), "link": (set(), {"node1--node3"}), "node": ({"node2"}, set())}
+        rate = args.rate
         for condition in args.conditions.split(","):
             if faults[condition]:
+                if rate is None:
+                    # A quarter of the link as measured here (the undisturbed runs), in Mbit/s.
+                    rate = f"{int(statistics.median(inter_bw or [1000.0]) * 8 / 4)}mbit"
                 node, peer = faults[condition]
-                print("#", cluster.fault("rate", node, rate=args.rate, peer=peer))
+                print("#", cluster.fault("rate", node, rate=rate, peer=peer))
             right = 0
             for i in range(args.repeat):
-                out = work / f"{condition}-{i}" / "links.bin"
-                out.parent.mkdir()
-                t0 = time.monotonic()
-                done = run_once(cluster, binary, out, 4 * per_node, link_args, env)
+                for attempt in range(3):
+                    out = work / f"{condition}-{i}-{attempt}" / "links.bin"
+                    out.parent.mkdir()
+                    t0 = time.monotonic()
+                    done = run_once(cluster, binary, out, 4 * per_node, link_args, env)
+                    loads.append(os.getloadavg()[0])
+                    if out.exists():
+                        break
+                    lost[condition] = lost.get(condition, 0) + 1
+                    said = [line for line in done.stderr.splitlines()
+                            if any(w in line for w in ("error", "Error", "System call", "Segmentation", "signal"))]
+                    print(f"{condition} {i}: LOST (no results file; exit {done.returncode} after "
+                          f"{time.monotonic() - t0:.0f} s, load {loads[-1]:.0f}): {' | '.join(said[:8])}", flush=True)
                 try:
                     judged = judge.judge_file(out, out.parent / "judged", thresholds, stderr=done.stderr)
                 except Exception as err:   # a failed run is counted wrong, with its reason
-                    print(f"{condition} {i}: no judgement: {err}; {done.stderr[-300:]}")
+                    print(f"{condition} {i}: no judgement (exit {done.returncode}, load {loads[-1]:.0f}): {err}; "
+                          f"stderr: {done.stderr[-4000:]!r}; stdout: {done.stdout[-300:]!r}", flush=True)
                     continue
                 bad_nodes, bad_links = names(judged)
                 ok = (bad_nodes, bad_links) == wanted[condition]
                 right += ok
                 typical = judged.analysis.typical
+                if condition == "undisturbed":
+                    inter = judged.analysis.kind == analysis.INTER_NODE
+                    inter_bw.append(float(statistics.median(judged.analysis.run.main["bw_median_mbs"][inter])))
                 slow = ", ".join(f"{s.link()} {s.metric} {s.ratio_first:.1f}x/{s.ratio_second or 0:.1f}x "
                                  f"{s.attribution}"
                                  for s in judged.analysis.slow[:6])
-                print(f"{condition} {i}: {'right' if ok else 'WRONG'} in {time.monotonic() - t0:.0f} s: "
+                print(f"{condition} {i}: {'right' if ok else 'WRONG'} in {time.monotonic() - t0:.0f} s, "
+                      f"load {loads[-1]:.0f}: "
                       f"bad nodes {sorted(bad_nodes) or '-'}, bad links {sorted(bad_links) or '-'}; typical "
                       + ", ".join(f"{m} {k} {v[0]:.1f}" for (m, k), v in typical.items())
                       + f"; slow pairs: {slow or '-'}", flush=True)
@@ -119,9 +154,12 @@ def main() -> int:
         cluster.stop(force=True)
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'condition':>12} {'right':>5} {'runs':>4}")
+    if loads:
+        print(f"# load average (1 min) after each run: min {min(loads):.1f}, median "
+              f"{statistics.median(loads):.1f}, max {max(loads):.1f}; limit {rate}")
+    print(f"{'condition':>12} {'right':>5} {'runs':>4} {'lost, run again':>15}")
     for condition, (right, runs) in tally.items():
-        print(f"{condition:>12} {right:>5} {runs:>4}")
+        print(f"{condition:>12} {right:>5} {runs:>4} {lost.get(condition, 0):>15}")
     return 0
 
 

@@ -7,7 +7,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 # rsync: gitlab-ci-local's --shell-isolation copies each job's checkout with it.
-apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git rsync)
+# iproute2 (ip, tc): the local cluster's nodes live in network namespaces (nsenter/unshare: util-linux).
+apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git rsync iproute2 util-linux)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

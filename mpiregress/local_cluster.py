@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -64,15 +65,36 @@ MAX_SOCKET_PATH = 100
 IN_USE_LOCK = "in-use.lock"
 
 
-def layout_settings() -> tuple[int, str]:
-    """(nodes, network) of the ``cluster:`` section of systems/local.yaml (2, one-host without it)."""
+def _cluster_section() -> dict[str, Any]:
     from . import systems
 
     try:
-        data = systems.get("local").data.get("cluster") or {}
+        return systems.get("local").data.get("cluster") or {}
     except InputError:
-        data = {}
+        return {}
+
+
+def layout_settings() -> tuple[int, str]:
+    """(nodes, network) of the ``cluster:`` section of systems/local.yaml (2, one-host without it)."""
+    data = _cluster_section()
     return _checked_layout(data.get("nodes", len(NODES)), data.get("network", "one-host"))
+
+
+def one_host_env() -> dict[str, str]:
+    """What every step spanning nodes of the one-host layout needs (``cluster.one_host_env``)."""
+    env = _cluster_section().get("one_host_env") or {}
+    if not isinstance(env, dict):
+        raise InputError(f"cluster.one_host_env of systems/local.yaml must map names to values, not {env!r}")
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _task_prolog(multinode_env: dict[str, str]) -> str:
+    """A TaskProlog exporting ``multinode_env`` to every task of a step that spans more than one node."""
+    lines = [f"echo export {k}={shlex.quote(v)}" for k, v in multinode_env.items()]
+    return ("#!/bin/sh\n# The one-host layout: every node has this host's hostname, and OpenMPI would pair\n"
+            "# ranks of different nodes through shared memory (cluster.one_host_env, systems/local.yaml).\n"
+            'if [ "${SLURM_STEP_NUM_NODES:-1}" -gt 1 ]; then\n'
+            + "".join(f"  {line}\n" for line in lines) + "fi\n")
 
 
 def _checked_layout(nodes: Any, network: Any) -> tuple[int, str]:
@@ -487,6 +509,7 @@ class LocalCluster:
         ports = _free_ports(1 + len(self.node_names))
         hostname = socket.gethostname().split(".")[0]
         layout: dict[str, Any] = {"nodes": list(self.node_names), "network": self.network_mode}
+        multinode_env: dict[str, str] = {}
         if self.network_mode == "namespaces":
             tag = netns.tag_of(self.state_dir)
             layout["third_octet"] = netns.pick_third_octet(tag)
@@ -499,8 +522,15 @@ class LocalCluster:
                      for n, p in zip(self.node_names, ports[1:])]
         else:
             controller = "127.0.0.1"
+            multinode_env = one_host_env()
             nodes = [{"name": n, "port": p, "hostname": hostname, "addr": "127.0.0.1"}
                      for n, p in zip(self.node_names, ports[1:])]
+        task_prolog = ""
+        if multinode_env:
+            prolog = self.etc / "taskprolog.sh"
+            prolog.write_text(_task_prolog(multinode_env))
+            prolog.chmod(0o755)
+            task_prolog = str(prolog)
         context = {
             "hostname": hostname,
             "controller_addr": controller,
@@ -508,6 +538,7 @@ class LocalCluster:
             # Job ids stay distinct between clusters on one host (see the template).
             "first_job_id": ports[0] * 1000,
             "munge_socket": self.munge_socket,
+            "task_prolog": task_prolog,
             "state": self.state_dir, "etc": self.etc,
             "nodes": nodes,
             "partition": PARTITION,

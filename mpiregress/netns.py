@@ -123,6 +123,10 @@ class Network:
             for node in self.nodes:
                 ns = self.namespace(node)
                 _run(["ip", "netns", "add", ns], f"create the network namespace of {node}")
+                # IPv4 only: a link fault's filter matches the peer's IPv4 address, and OpenMPI would
+                # also connect over the IPv6 link-local address every veth gets.
+                _run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                      "net.ipv6.conf.default.disable_ipv6=1"], f"keep {node}'s network IPv4 only")
                 _run(["ip", "link", "add", self.veth(node), "type", "veth", "peer", "name", "eth0", "netns", ns],
                      f"create the veth pair of {node}")
                 _run(["ip", "link", "set", self.veth(node), "master", self.bridge, "up"],

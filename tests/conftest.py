@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 
 from mpiregress.errors import InfrastructureError
-from mpiregress.local_cluster import NODES, REQUIRED_TOOLS, USABLE_STATES, LocalCluster
+from mpiregress.local_cluster import REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 
 # Tools the tests themselves call on top of what the cluster needs.
 _TEST_TOOLS = ("srun", "sbatch", "mpicc")
@@ -26,7 +26,8 @@ _TEST_TOOLS = ("srun", "sbatch", "mpicc")
 
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
-    """A started LocalCluster (munged, slurmctld, slurmd node1/node2) for the whole session.
+    """A started LocalCluster (munged, slurmctld, slurmd node1 ... nodeN as systems/local.yaml lays them out)
+    for the whole session.
 
     Fails (never skips) when Slurm, munge or OpenMPI are not installed: the
     `local` system is part of what this project must run on this machine.
@@ -78,8 +79,11 @@ def leftovers(cluster: LocalCluster, wait: float = 60) -> list[str]:
         while _slurm(cluster, "squeue", "-h").strip() and time.monotonic() < deadline:
             time.sleep(0.5)
         said.append(f"the test left Slurm job(s) {', '.join(jobs)} after {wait:.0f} s; cancelled")
+    if cluster.faults():
+        said.append(f"the test left faults in force ({'; '.join(cluster.faults())}); cleared: "
+                    f"{'; '.join(cluster.clear_faults())}")
     states = cluster.nodes()
-    for node in NODES:
+    for node in cluster.node_names:
         state = states.get(node, {}).get("state", "missing")
         if state not in USABLE_STATES:
             reasons = dict(line.split("|", 1) for line in

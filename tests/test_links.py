@@ -159,6 +159,18 @@ def test_a_link_limited_to_a_quarter_is_a_bad_link_and_a_node_limited_to_a_quart
     assert {(b.slow_pairs, b.pairs) for b in result.bad_nodes} == {(48, 54)}
 
 
+def test_a_rank_slow_only_at_its_first_measurement_is_not_a_bad_node() -> None:
+    """A busy moment of a shared node: every pair of rank 2 slow at first, normal on re-test (LinkTest's
+    serial re-test with more iterations). Its pairs are transient; nothing is bad. Without the re-test
+    the same first measurements name the node."""
+    busy = [(2, r) for r in range(8) if r != 2]
+    result = analysis.analyse(make_run(HOSTS8, transients=busy))
+    assert result.bad_nodes == [] and result.bad_links == []
+    assert {s.attribution for s in result.slow} == {"transient"} and len(result.slow) == 2 * len(busy)
+    unchecked = analysis.analyse(make_run(HOSTS8, transients=busy, retest=0))
+    assert [b.node for b in unchecked.bad_nodes] == ["n02", "n02"]   # latency and bandwidth
+
+
 def test_slow_pair_not_retested_is_unconfirmed_not_bad() -> None:
     # Only the 1 slowest pair is re-tested; the second slow link is left unconfirmed.
     result = analysis.analyse(make_run(HOSTS8, slow_links=[(1, 6), (2, 5)], retest=1))

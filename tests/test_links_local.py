@@ -1,36 +1,34 @@
 """linktest on the real local Slurm: real OpenMPI, real faults injected, the analysis must name them.
 
-8 ranks, 4 per fake node, serial mode (one pair at a time; idle ranks sleep). The
-two fake nodes share this host's 2 CPUs, so the step is oversubscribed (-O) and
-unbound: the kernel usually puts the two measuring ranks on the two cores. The machine is
-shared and busy: load averages of 13-64 on its 2 cores were seen while these ran.
-Under that load a healthy pair whose two ranks end up on one core waits for the
-scheduler at every message: its FASTEST iteration was measured up to 80x the
-typical 3-8 us (578 us), in about 1 run of 4 with a 2 ms fault and --ratio 10.
-So the faults are 20 ms per message (about 3000x typical) and the tests judge the
-fastest iteration of each pair (--statistic min: the scheduler only ever adds
-time, a delay on every message moves the fastest one too) against --ratio 300,
-about 4x above the worst healthy pair seen and 10x below the fault. On a real
-cluster the defaults (median, 2x, 5 robust sigmas) apply.
+The session's cluster is the namespaces layout (4 nodes, each its own hostname, address and
+veth; systems/local.yaml): 8 ranks, 2 per node, serial mode (one pair at a time; idle ranks
+sleep), judged by the clusters' rule and thresholds (median, 2x, 5 robust sigmas), on the metrics
+the local partition judges (bandwidth: the scheduler decides a small message's time here).
 
-Faults (tests/linkfault/linkfault.c, LD_PRELOAD, test-only):
-- a slow link: every message between ranks 2 (node1) and 5 (node2) is delayed;
-- a slow rank: every message from or to rank 6 (node2) is delayed.
+Faults are the cluster's own (``cluster fault rate``: tc on the veths, undone by ``clear``):
+- a slow link: node1--node3 limited to 20 Mbit/s (an htb class on both ends): 1 MiB takes
+  ~0.4 s instead of ~1 ms, and small messages wait for their tokens;
+- a slow node: every link of node2 limited to 20 Mbit/s (a token bucket on both ends of its veth).
+The faults are hundreds of times the healthy pair so that the load of this shared 2-core host
+(load averages of 13-60 were seen) cannot decide the test; benchmarks/links_netns.py tallies
+what a quarter of the link's rate gives.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
-
 from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
-from mpiregress import manifest, microarch
+
+from mpiregress import manifest, microarch, systems
 from mpiregress.cli import main as cli_main
 from mpiregress.links import judge, resultsfile
 from mpiregress.local_cluster import LocalCluster
@@ -38,61 +36,57 @@ from mpiregress.report import links as report_links
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "checks" / "src" / "linktest"
-SHIM = Path(__file__).resolve().parent / "linkfault" / "linkfault.c"
-DELAY_US = "20000"
-JUDGE = ["--ratio", "300", "--statistic", "min"]
+SLOW = "20mbit"
+EIGHT_RANKS = [f"node{n}" for n in (1, 2, 3, 4) for _ in range(2)]
+# The metrics the local partition judges (systems/local.yaml, links.metrics: bandwidth; its comment says why).
+METRICS = ",".join(systems.get("local").partitions[0].reframe["extras"]["links"]["metrics"])
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """linktest built by its own Makefile (MPICC, CFLAGS, PREFIX, make install), and the fault shim."""
+    """linktest built by its own Makefile (MPICC, CFLAGS, PREFIX, make install)."""
     work = tmp_path_factory.mktemp("linktest")
     shutil.copytree(SOURCE, work / "src")
     prefix = work / "prefix"
     subprocess.run(["make", "-C", str(work / "src"), "MPICC=mpicc", "CFLAGS=-O2", f"PREFIX={prefix}", "install"],
                    check=True, capture_output=True, text=True, timeout=120)
-    shim = work / "linkfault.so"
-    subprocess.run(["mpicc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(SHIM)],
-                   check=True, capture_output=True, text=True, timeout=120)
-    # Two fake nodes on one host: each needs its own shared-memory (vader) backing folder,
-    # or the ranks of node1 and node2 with the same local rank open the same segment.
-    wrapper = work / "pernode.sh"
-    wrapper.write_text('#!/bin/sh\nd="$LINKTEST_SHM/$SLURMD_NODENAME"; mkdir -p "$d"\n'
-                       'export OMPI_MCA_btl_vader_backing_directory="$d"\nexec "$@"\n')
-    wrapper.chmod(0o755)
-    (work / "shm").mkdir()
-    return {"binary": prefix / "bin" / "linktest", "shim": shim, "wrapper": wrapper, "shm": work / "shm"}
+    return {"binary": prefix / "bin" / "linktest"}
 
 
-def slurm_env(cluster: LocalCluster, built: dict[str, Path], extra: dict[str, str]) -> dict[str, str]:
+@contextlib.contextmanager
+def fault(cluster: LocalCluster, node: str, peer: str | None = None) -> Iterator[None]:
+    """A real rate limit on ``node``'s link (or its link to ``peer``) for the block, cleared after it."""
+    said = cluster.fault("rate", node, rate=SLOW, peer=peer)
+    assert said == (f"link {node}--{peer}" if peer else node) + f" limited to {SLOW} both ways"
+    try:
+        yield
+    finally:
+        cluster.clear_faults()
+        assert cluster.faults() == []
+
+
+def slurm_env(cluster: LocalCluster) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    # yield_when_idle: when the kernel puts both ranks of the measured pair on one core, the
-    # waiting rank gives the core up instead of spinning through its time slice (that costs
-    # ~1 ms per message and would make an undisturbed oversubscribed pair look broken).
+    # yield_when_idle: 8 ranks on 2 cores; a waiting rank gives its core up instead of spinning.
     env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_mpi_yield_when_idle="1", LINKTEST_SHM=str(built["shm"]), **extra)
+               OMPI_MCA_mpi_yield_when_idle="1")
     return env
 
 
-def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int = 8, nodes: int = 2,
-             fault: dict[str, str] | None = None, args: tuple[str, ...] = ("-S", "-w", "5", "-i", "20", "-I", "5")
-             ) -> subprocess.CompletedProcess:
-    """Run linktest in its own exclusive allocation of ``nodes`` fake nodes (srun inside salloc)."""
-    extra = {}
-    if fault:
-        extra = {"LD_PRELOAD": str(built["shim"]), "LINKFAULT_DELAY_US": DELAY_US, **fault}
+def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int = 8, nodes: int = 4,
+             args: tuple[str, ...] = ("-S", "-w", "5", "-i", "20", "-I", "5")) -> subprocess.CompletedProcess:
+    """Run linktest in its own exclusive allocation of ``nodes`` nodes (srun inside salloc)."""
     argv = ["salloc", f"-N{nodes}", "--exclusive", "--time=6", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
-            "--cpu-bind=none", "--kill-on-bad-exit=1", str(built["wrapper"]), str(built["binary"]),
-            *args, "-o", str(out)]
+            "--cpu-bind=none", "--kill-on-bad-exit=1", str(built["binary"]), *args, "-o", str(out)]
     try:
-        return subprocess.run(argv, env=slurm_env(cluster, built, extra), capture_output=True, text=True,
-                              timeout=420, cwd=out.parent)
+        return subprocess.run(argv, env=slurm_env(cluster), capture_output=True, text=True, timeout=420,
+                              cwd=out.parent)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"linktest did not end within 420 s: {err.stderr!r}", pytrace=False)
 
 
 def analyze(results: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[dict]]:
-    code = cli_main(["links", "analyze", str(results), "--out", str(out), *JUDGE])
+    code = cli_main(["links", "analyze", str(results), "--out", str(out), "--metrics", METRICS])
     said = capsys.readouterr()
     with open(out / "bad_links.csv") as f:
         rows = list(csv.DictReader(f))
@@ -106,7 +100,7 @@ def test_undisturbed_run_names_nothing(local_cluster: LocalCluster, built: dict[
     assert proc.returncode == 0, proc.stderr
     run = resultsfile.read(tmp_path / "clean.bin")
     assert run.complete and run.problem is None
-    assert run.hosts == ["node1"] * 4 + ["node2"] * 4
+    assert run.hosts == EIGHT_RANKS
     code, said, rows = analyze(tmp_path / "clean.bin", tmp_path / "clean", capsys)
     assert code == 0, said
     assert "verdict: no bad node and no bad link" in said
@@ -118,33 +112,37 @@ def test_undisturbed_run_names_nothing(local_cluster: LocalCluster, built: dict[
 @pytest.mark.slurm
 def test_slow_link_is_named_bad_link(local_cluster: LocalCluster, built: dict[str, Path], tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    proc = linktest(local_cluster, built, tmp_path / "link.bin", fault={"LINKFAULT_PAIR": "2,5"})
+    with fault(local_cluster, "node1", peer="node3"):
+        proc = linktest(local_cluster, built, tmp_path / "link.bin")
     assert proc.returncode == 0, proc.stderr
     code, said, rows = analyze(tmp_path / "link.bin", tmp_path / "link", capsys)
     assert code == 1, said
-    bad = {(r["from_rank"], r["to_rank"], r["from_node"], r["to_node"]) for r in rows if r["attribution"] == "bad link"}
-    assert bad == {("2", "5", "node1", "node2")}, said
-    assert "BAD LINK node1--node2 (ranks 2-5, inter-node)" in said
-    assert "BAD NODE" not in said
-    # Both measurements are kept: the re-test is as slow as the first.
-    row = next(r for r in rows if r["attribution"] == "bad link" and r["metric"] == "latency")
-    assert float(row["first"]) > 10000 and float(row["second"]) > 10000, row
+    bad = {(r["from_node"], r["to_node"]) for r in rows if r["attribution"] == "bad link"}
+    assert bad == {("node1", "node3")}, said
+    assert "BAD LINK node1--node3" in said and "BAD NODE" not in said, said
+    # Both measurements are kept: the re-test is as slow as the first (20 Mbit/s is 2.5 MB/s).
+    row = next(r for r in rows if r["attribution"] == "bad link" and r["metric"] == "bandwidth")
+    assert float(row["first"]) < 10 and float(row["second"]) < 10, row
 
 
 @pytest.mark.slurm
-def test_slow_rank_names_its_node(local_cluster: LocalCluster, built: dict[str, Path], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
-    proc = linktest(local_cluster, built, tmp_path / "node.bin", fault={"LINKFAULT_RANK": "6"})
+def test_slow_node_is_named_bad_node(local_cluster: LocalCluster, built: dict[str, Path], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with fault(local_cluster, "node2"):
+        proc = linktest(local_cluster, built, tmp_path / "node.bin")
     assert proc.returncode == 0, proc.stderr
     code, said, rows = analyze(tmp_path / "node.bin", tmp_path / "node", capsys)
     assert code == 1, said
-    assert "BAD NODE node2 (rank 6): latency slow in 7 of its 7 pairs" in said, said
-    assert "BAD NODE node1" not in said and "BAD LINK" not in said, said
-    assert {r["attribution"] for r in rows if "6" in (r["from_rank"], r["to_rank"])} == {"bad node"}
+    assert "BAD NODE node2 (ranks 2, 3): bandwidth slow in 12 of its 12 pairs" in said, said
+    assert "BAD NODE node1" not in said and "BAD NODE node3" not in said and "BAD LINK" not in said, said
+    assert {r["attribution"] for r in rows if "node2" in (r["from_node"], r["to_node"])} == {"bad node"}
     matrix = np.load(tmp_path / "node" / "matrix.npz")
-    latency = matrix["rank_latency"]
-    assert latency.shape == (8, 8) and np.isnan(latency[6, 6])
-    assert np.nanmin(latency[6]) > 10000  # every pair of rank 6 carries the 20 ms delay
+    bandwidth = matrix["rank_bandwidth"]
+    assert bandwidth.shape == (8, 8) and np.isnan(bandwidth[2, 2])
+    # Every inter-node pair of node2's ranks is limited; their pair inside node2 is not.
+    inter = [r for r in range(8) if r not in (2, 3)]
+    assert np.nanmax(bandwidth[2, inter]) < 10 and np.nanmax(bandwidth[3, inter]) < 10
+    assert bandwidth[2, 3] > 10
 
 
 @pytest.mark.slurm
@@ -183,7 +181,7 @@ def test_zero_iterations_is_refused(local_cluster: LocalCluster, built: dict[str
 
 # -- through the ReFrame check: `mpiregress run --families links` (checks/linktest.py) ------------------
 # The program is the source build's linktest (the OSU double's build of this session); the local
-# partition's `links:` settings (systems/local.yaml) give 4 ranks per node, serial mode, min and 300x.
+# partition's `links:` settings (systems/local.yaml) give 2 ranks per node and serial mode.
 
 @pytest.fixture(scope="module")
 def manifests(built: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -211,31 +209,30 @@ def run_results(report_dir: Path) -> list[dict]:
 
 
 @pytest.mark.slurm
-def test_check_names_the_slow_pair_and_turns_the_run_red(pipeline: dict[str, str], built: dict[str, Path],
+def test_check_names_the_slow_link_and_turns_the_run_red(pipeline: dict[str, str], local_cluster: LocalCluster,
                                                          manifests: Path, tmp_path: Path) -> None:
-    done = run_links(pipeline, manifests, tmp_path, f"LinktestCheck.env_vars=LD_PRELOAD:{built['shim']},"
-                                         f"LINKFAULT_DELAY_US:{DELAY_US},LINKFAULT_PAIR:2-5")
+    with fault(local_cluster, "node1", peer="node3"):
+        done = run_links(pipeline, manifests, tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     found = run_results(tmp_path)
     failing = [r for r in found if r["status"] == "fail"]
-    assert {(tuple(r["parameters"].items()), r["metric"]) for r in failing} == \
-        {((("link", "node1--node2"),), "latency")}, failing
-    assert failing[0]["reason"].startswith("bad link node1--node2 (ranks 2-5): latency ")
-    assert failing[0]["nodelist"] == ["node1", "node2"]
+    assert {tuple(r["parameters"].items()) for r in failing} == {(("link", "node1--node3"),)}, failing
+    assert all(r["reason"].startswith("bad link node1--node3 (ranks ") for r in failing), failing
+    assert all(r["nodelist"] == ["node1", "node3"] for r in failing), failing
     # Every node's series is recorded (and passes): they go to the history beside the verdict.
     nodes = {(r["parameters"]["node"], r["metric"]) for r in found if "node" in r["parameters"]}
-    assert nodes == {(n, m) for n in ("node1", "node2") for m in ("latency", "bandwidth")}
+    assert nodes == {(f"node{n}", m) for n in (1, 2, 3, 4) for m in ("latency", "bandwidth")}
     assert all(r["status"] == "pass" for r in found if "node" in r["parameters"])
-    assert "regression" in done.stdout and "bad link node1--node2" in done.stdout
+    assert "regression" in done.stdout and "bad link node1--node3" in done.stdout
     out = tmp_path / "links" / "local-batch-source"
     for name in judge.ARTIFACTS:
         assert (out / name).stat().st_size > 0, name
     with open(out / "bad_links.csv") as f:
-        bad = [r for r in csv.DictReader(f) if r["attribution"] == "bad link"]
-    assert {(r["from_rank"], r["to_rank"]) for r in bad} == {("2", "5")}
-    assert float(bad[0]["first"]) > 10000 and float(bad[0]["second"]) > 10000  # both measurements kept
+        bad = [r for r in csv.DictReader(f) if r["attribution"] == "bad link" and r["metric"] == "bandwidth"]
+    assert {(r["from_node"], r["to_node"]) for r in bad} == {("node1", "node3")}
+    assert all(float(r["first"]) < 10 and float(r["second"]) < 10 for r in bad)  # both measurements kept
     html = str(report_links.section(tmp_path, base=tmp_path))
-    assert "node1–node2" in html and "bad link" in html and html.count("data:image/png;base64,") == 2
+    assert "node1–node3" in html and "bad link" in html and html.count("data:image/png;base64,") == 2
 
 
 @pytest.mark.slurm

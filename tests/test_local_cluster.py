@@ -1,4 +1,4 @@
-"""The `local` system: a real Slurm (munged, slurmctld, two slurmd nodes) on this host.
+"""The `local` system: a real Slurm (munged, slurmctld, a slurmd per node: systems/local.yaml's layout) on this host.
 
 Everything here runs the real daemons and a real OpenMPI program; nothing is mocked.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mpiregress import cli
-from mpiregress.local_cluster import NODES, LocalCluster, host_topology, slurm_reachable
+from mpiregress.local_cluster import LocalCluster, host_topology, slurm_reachable
 from mpiregress.microarch import host_target
 
 # One binary for both jobs: an Allreduce proves the ranks share one MPI_COMM_WORLD,
@@ -136,7 +136,7 @@ def ranks(stdout: str) -> dict[int, dict]:
 def test_cluster_is_up_with_all_daemons(local_cluster: LocalCluster) -> None:
     status = local_cluster.status()
     assert status["up"], status["message"]
-    assert set(status["daemons"]) == {"munged", "slurmctld", "slurmd-node1", "slurmd-node2"}
+    assert set(status["daemons"]) == {"munged", "slurmctld", *(f"slurmd-{n}" for n in local_cluster.node_names)}
     assert all(d["alive"] and d["pid"] for d in status["daemons"].values()), status["daemons"]
     ok, said = slurm_reachable(local_cluster.client_env())
     assert ok and "is UP" in said, said
@@ -151,7 +151,7 @@ def test_sinfo_shows_both_nodes_idle_with_features(local_cluster: LocalCluster) 
     out = run(local_cluster, ["sinfo", "-h", "-N", "-p", "batch", "-o", "%N %T %f %c %X %Y %Z"])
     assert out.returncode == 0, out.stderr
     rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()}
-    assert set(rows) == set(NODES), out.stdout
+    assert set(rows) == set(local_cluster.node_names), out.stdout
     topo = host_topology()
     for node, (state, features, cpus, sockets, cores, threads) in rows.items():
         assert state == "idle", f"{node} is {state}"
@@ -165,8 +165,10 @@ def test_srun_on_both_nodes(local_cluster: LocalCluster) -> None:
     out = run(local_cluster, ["srun", "-N2", "-l", "sh", "-c", 'echo "$SLURMD_NODENAME $(hostname)"'])
     assert out.returncode == 0, out.stderr
     lines = sorted(out.stdout.split("\n")[:-1])
+    # Each node its own hostname (namespaces layout), or all this host's (one-host).
+    own = local_cluster.network_mode == "namespaces"
     host = socket.gethostname()
-    assert lines == [f"0: node1 {host}", f"1: node2 {host}"], out.stdout
+    assert lines == [f"0: node1 {'node1' if own else host}", f"1: node2 {'node2' if own else host}"], out.stdout
 
 
 @pytest.mark.slurm

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
 
-from .analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix
+from .analysis import KINDS, METRICS, MIN_KIND_PAIRS, LinkAnalysis, node_matrix, rank_matrix
 
 # Rank matrices up to this size are stored as N x N float32 (64 MB at 4096);
 # above it the pair arrays (half the size, exact) are the rank-level data.
@@ -62,7 +63,13 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
                  + ("." if set(t.metrics) >= set(METRICS) else f"; judged: {', '.join(t.metrics)} only."))
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
         unit = METRICS[metric][0]
-        lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma {sigma:.3g}, {count} pairs)")
+        lines.append(f"typical {kind} {metric}: {median:.4g} {unit} (robust sigma x{math.exp(sigma):.3g}, "
+                     f"{count} pairs)")
+    for kind in analysis.kinds_present():
+        count = int((analysis.kind == KINDS.index(kind)).sum())
+        if count < MIN_KIND_PAIRS:
+            lines.append(f"{kind} pairs not judged: {count} are too few for a typical pair and its spread "
+                         f"(at least {MIN_KIND_PAIRS}).")
     for node in analysis.bad_nodes:
         lines.append("BAD NODE" + node.sentence()[len("bad node"):])
     for s in analysis.bad_links[:MAX_LISTED]:

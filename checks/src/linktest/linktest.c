@@ -4,9 +4,12 @@
  * N ranks run a round-robin ("circle method") schedule: N-1 steps of N/2 pairs,
  * every pair exactly once. Each pair measures ping-pong latency at a small size
  * and ping-pong bandwidth at a large size, either all pairs of a step at once
- * (parallel, default) or one pair at a time (serial, -S). Then the Z slowest
- * pairs by latency and the Z slowest by bandwidth are measured again, serially,
- * and both measurements are kept.
+ * (parallel, default) or one pair at a time (serial, -S). Then the suspects are
+ * measured again, serially and with R times the iterations (LinkTest's way of not
+ * naming a pair that one busy moment slowed): of each kind of pair (intra-node,
+ * inter-node), the Z slowest by median latency and the Z slowest by median
+ * bandwidth. Per kind, because an intra-node pair slow for its kind is still
+ * faster than every inter-node pair. Both measurements are kept.
  *
  * Memory per rank is O(N): rank 0 gathers one fixed-size record per rank and
  * step and appends the step's records to one binary file (format in README.md).
@@ -58,7 +61,7 @@ struct header {
 
 struct options {
     size_t small_size, large_size;
-    long warmup, lat_iters, bw_iters, retest;
+    long warmup, lat_iters, bw_iters, retest, retest_factor;
     int serial;
     const char *out;
 };
@@ -68,13 +71,14 @@ static int rank, size;
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: linktest [-s SMALL] [-b LARGE] [-w WARMUP] [-i LAT_ITERS] [-I BW_ITERS] [-Z N] [-S] [-o FILE]\n"
+            "usage: linktest [-s SMALL] [-b LARGE] [-w WARMUP] [-i LAT_ITERS] [-I BW_ITERS] [-Z N] [-R FACTOR] [-S] [-o FILE]\n"
             "  -s SMALL     latency message size in bytes (8)\n"
             "  -b LARGE     bandwidth message size in bytes (1048576)\n"
             "  -w WARMUP    warm-up ping-pongs before each measurement (10)\n"
             "  -i ITERS     measured ping-pongs at the small size (100)\n"
             "  -I ITERS     measured ping-pongs at the large size (10)\n"
-            "  -Z N         re-test the N slowest pairs by latency and by bandwidth, serially (10)\n"
+            "  -Z N         re-test the N slowest pairs of each kind by latency and by bandwidth, serially (10)\n"
+            "  -R FACTOR    re-tests run FACTOR times the iterations of the first measurement (4)\n"
             "  -S           serial mode: one pair at a time (default: all pairs of a step at once)\n"
             "  -o FILE      results file (linktest.bin)\n");
 }
@@ -99,11 +103,12 @@ static int parse(int argc, char **argv, struct options *o)
     o->lat_iters = 100;
     o->bw_iters = 10;
     o->retest = 10;
+    o->retest_factor = 4;
     o->serial = 0;
     o->out = "linktest.bin";
     int c;
     long v;
-    while ((c = getopt(argc, argv, "s:b:w:i:I:Z:So:hV")) != -1) {
+    while ((c = getopt(argc, argv, "s:b:w:i:I:Z:R:So:hV")) != -1) {
         const char *bad = NULL;
         switch (c) {
         case 's': if (parse_count(optarg, &v) || v < 1) bad = "-s needs a size of at least 1 byte"; else o->small_size = (size_t)v; break;
@@ -112,6 +117,7 @@ static int parse(int argc, char **argv, struct options *o)
         case 'i': if (parse_count(optarg, &o->lat_iters)) bad = "-i needs a count"; break;
         case 'I': if (parse_count(optarg, &o->bw_iters)) bad = "-I needs a count"; break;
         case 'Z': if (parse_count(optarg, &o->retest)) bad = "-Z needs a count of 0 or more"; break;
+        case 'R': if (parse_count(optarg, &o->retest_factor) || o->retest_factor < 1) bad = "-R needs a factor of at least 1"; break;
         case 'S': o->serial = 1; break;
         case 'o': o->out = optarg; break;
         case 'h': if (rank == 0) usage(stdout); return -1;
@@ -148,10 +154,12 @@ static int partner(int r, int step, int slots)
 }
 
 /* Waits for a request without spinning: idle ranks must not steal the cores of
- * the pairs being measured (several ranks share a node; serial mode). */
+ * the pairs being measured (several ranks share a node; serial mode). 1 ms, not
+ * less: six idle ranks waking every 50 us cost a shared 2-core host a third of a
+ * core, the noise a bandwidth measurement then sees; a barrier costs ~3 ms. */
 static void wait_idle(MPI_Request *req)
 {
-    struct timespec pause = {0, 50000};
+    struct timespec pause = {0, 1000000};
     int done = 0;
     while (!done) {
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -326,21 +334,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "linktest: cannot write the results file %s: %s.\n", o.out, strerror(errno));
             io_ok = 0;
         }
-        free(hosts);
     }
     MPI_Bcast(&io_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!io_ok) {
+        free(hosts);
         MPI_Finalize();
         return EXIT_IO;
     }
 
     char *buf = calloc(o.large_size > o.small_size ? o.large_size : o.small_size, 1);
     struct record *step_records = rank == 0 ? malloc(sizeof(struct record) * (size_t)size) : NULL;
-    struct worst by_latency, by_bandwidth;
-    if (rank == 0) {
-        worst_init(&by_latency, o.retest);
-        worst_init(&by_bandwidth, o.retest);
-    }
+    /* Suspects per metric and kind: [0] intra-node, [1] inter-node, by latency then by bandwidth. */
+    struct worst suspects[4];
+    if (rank == 0)
+        for (int l = 0; l < 4; l++)
+            worst_init(&suspects[l], o.retest);
     uint32_t main_records = 0, retest_records = 0;
     uint16_t phase = o.serial ? PHASE_SERIAL : PHASE_PARALLEL;
 
@@ -372,19 +380,25 @@ int main(int argc, char **argv)
                 if (io_ok && write_all(out, rec, sizeof *rec))
                     io_ok = 0;
                 main_records++;
-                worst_offer(&by_latency, rec->lat_us, rec->rank_a, rec->rank_b);
-                worst_offer(&by_bandwidth, -rec->bw_mbs, rec->rank_a, rec->rank_b);
+                /* The median, the statistic judged: a mean would pick the pairs a preemption hit. */
+                int inter = strncmp(hosts + (size_t)rec->rank_a * LT_HOSTLEN, hosts + (size_t)rec->rank_b * LT_HOSTLEN,
+                                    LT_HOSTLEN) != 0;
+                worst_offer(&suspects[inter], rec->lat_median_us, rec->rank_a, rec->rank_b);
+                worst_offer(&suspects[2 + inter], -rec->bw_median_mbs, rec->rank_a, rec->rank_b);
             }
         }
     }
 
-    /* Re-test: the union of the worst pairs by latency and by bandwidth, one at a time. */
+    /* Re-test: the union of the suspects, one pair at a time, R times the iterations. */
     int nretest = 0;
     uint32_t *pairs = NULL;
     if (rank == 0) {
-        pairs = malloc(sizeof(uint32_t) * 2 * (size_t)(by_latency.count + by_bandwidth.count + 1));
-        struct worst *lists[2] = {&by_latency, &by_bandwidth};
-        for (int l = 0; l < 2; l++)
+        long total = 0;
+        struct worst *lists[4] = {&suspects[0], &suspects[1], &suspects[2], &suspects[3]};
+        for (int l = 0; l < 4; l++)
+            total += lists[l]->count;
+        pairs = malloc(sizeof(uint32_t) * 2 * (size_t)(total + 1));
+        for (int l = 0; l < 4; l++)
             for (long i = 0; i < lists[l]->count; i++) {
                 int seen = 0;
                 for (int j = 0; j < nretest; j++)
@@ -400,12 +414,15 @@ int main(int argc, char **argv)
     if (rank != 0)
         pairs = malloc(sizeof(uint32_t) * 2 * (size_t)(nretest + 1));
     MPI_Bcast(pairs, 2 * nretest, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+    struct options longer = o;
+    longer.lat_iters = o.lat_iters * o.retest_factor;
+    longer.bw_iters = o.bw_iters * o.retest_factor;
     for (int i = 0; i < nretest; i++) {
         int a = (int)pairs[2 * i], b = (int)pairs[2 * i + 1];
         struct record rec;
         memset(&rec, 0, sizeof rec);
         if (rank == a || rank == b)
-            rec = measure(rank == a ? b : a, buf, &o, PHASE_RETEST, (uint32_t)i);
+            rec = measure(rank == a ? b : a, buf, &longer, PHASE_RETEST, (uint32_t)i);
         if (rank == a && a != 0)
             MPI_Send(&rec, sizeof rec, MPI_BYTE, 0, TAG_RECORD, MPI_COMM_WORLD);
         if (rank == 0) {
@@ -440,6 +457,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&io_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(buf);
+    free(hosts);
     free(pairs);
     free(step_records);
     MPI_Finalize();
