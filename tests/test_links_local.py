@@ -2,13 +2,12 @@
 
 The session's cluster is the namespaces layout (4 nodes, each its own hostname, address and
 veth; systems/local.yaml): 8 ranks, 2 per node, serial mode (one pair at a time; idle ranks
-sleep), judged by the clusters' rule and thresholds (median, 2x, 5 robust sigmas), on the metrics
-the local partition judges (bandwidth: the scheduler decides a small message's time here).
+sleep), judged by the clusters' rule with the local partition's thresholds (systems/local.yaml).
 
 Faults are the cluster's own (``cluster fault rate``: tc on the veths, undone by ``clear``):
-- a slow link: node1--node3 limited to 20 Mbit/s (an htb class on both ends): 1 MiB takes
-  ~0.4 s instead of ~1 ms, and small messages wait for their tokens;
-- a slow node: every link of node2 limited to 20 Mbit/s (a token bucket on both ends of its veth).
+- a slow link: node1--node3 limited to 100 Mbit/s (an htb class on both ends): 12.5 MB/s against
+  the 300-1000 MB/s of a healthy pair here;
+- a slow node: every link of node2 limited to 100 Mbit/s (a token bucket on both ends of its veth).
 The faults are hundreds of times the healthy pair so that the load of this shared 2-core host
 (load averages of 13-60 were seen) cannot decide the test; benchmarks/links_netns.py tallies
 what a quarter of the link's rate gives.
@@ -21,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -36,10 +36,11 @@ from mpiregress.report import links as report_links
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "checks" / "src" / "linktest"
-SLOW = "20mbit"
+SLOW = "100mbit"
 EIGHT_RANKS = [f"node{n}" for n in (1, 2, 3, 4) for _ in range(2)]
-# The metrics the local partition judges (systems/local.yaml, links.metrics: bandwidth; its comment says why).
-METRICS = ",".join(systems.get("local").partitions[0].reframe["extras"]["links"]["metrics"])
+# The local partition's judging thresholds (systems/local.yaml, links:; its comment says why).
+SITE = systems.get("local").partitions[0].reframe["extras"]["links"]
+JUDGE = ["--metrics", ",".join(SITE["metrics"]), "--statistic", SITE["statistic"], "--z", str(SITE["z"])]
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,25 @@ def slurm_env(cluster: LocalCluster) -> dict[str, str]:
 
 
 def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int = 8, nodes: int = 4,
-             args: tuple[str, ...] = ("-S", "-w", "5", "-i", "20", "-I", "5")) -> subprocess.CompletedProcess:
-    """Run linktest in its own exclusive allocation of ``nodes`` nodes (srun inside salloc)."""
+             args: tuple[str, ...] = ("-S", "-w", "5", "-i", "20", "-I", "5", "-b", "262144")
+             ) -> subprocess.CompletedProcess:
+    """Run linktest in its own exclusive allocation of ``nodes`` nodes (srun inside salloc).
+
+    Once more, with a warning, when a rank died of a segmentation fault in MPI_Init before anything
+    was measured (no results file): OpenMPI 4.1.4 under Slurm 22.05's PMIx did that here in about 1
+    launch of 10 on the namespaces layout (benchmarks/links_netns.py counts them), as
+    helpers/e2e.mpiregress does for the runs. A second such death fails the test.
+    """
+    for attempt in range(2):
+        done = _linktest_once(cluster, built, out, ranks, nodes, args)
+        if attempt or done.returncode == 0 or out.exists() or "Segmentation fault" not in done.stderr:
+            return done
+        warnings.warn(f"a rank died in MPI_Init; ran again: {done.stderr[-300:]}", stacklevel=2)
+    return done
+
+
+def _linktest_once(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int, nodes: int,
+                   args: tuple[str, ...]) -> subprocess.CompletedProcess:
     argv = ["salloc", f"-N{nodes}", "--exclusive", "--time=6", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
             "--cpu-bind=none", "--kill-on-bad-exit=1", str(built["binary"]), *args, "-o", str(out)]
     try:
@@ -86,7 +104,7 @@ def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: in
 
 
 def analyze(results: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[dict]]:
-    code = cli_main(["links", "analyze", str(results), "--out", str(out), "--metrics", METRICS])
+    code = cli_main(["links", "analyze", str(results), "--out", str(out), *JUDGE])
     said = capsys.readouterr()
     with open(out / "bad_links.csv") as f:
         rows = list(csv.DictReader(f))
@@ -120,9 +138,9 @@ def test_slow_link_is_named_bad_link(local_cluster: LocalCluster, built: dict[st
     bad = {(r["from_node"], r["to_node"]) for r in rows if r["attribution"] == "bad link"}
     assert bad == {("node1", "node3")}, said
     assert "BAD LINK node1--node3" in said and "BAD NODE" not in said, said
-    # Both measurements are kept: the re-test is as slow as the first (20 Mbit/s is 2.5 MB/s).
+    # Both measurements are kept: the re-test is as slow as the first (100 Mbit/s is 12.5 MB/s).
     row = next(r for r in rows if r["attribution"] == "bad link" and r["metric"] == "bandwidth")
-    assert float(row["first"]) < 10 and float(row["second"]) < 10, row
+    assert float(row["first"]) < 20 and float(row["second"]) < 20, row
 
 
 @pytest.mark.slurm
@@ -133,7 +151,8 @@ def test_slow_node_is_named_bad_node(local_cluster: LocalCluster, built: dict[st
     assert proc.returncode == 0, proc.stderr
     code, said, rows = analyze(tmp_path / "node.bin", tmp_path / "node", capsys)
     assert code == 1, said
-    assert "BAD NODE node2 (ranks 2, 3): bandwidth slow in 12 of its 12 pairs" in said, said
+    # 12 of 13: their pair inside node2 is of a kind too small to judge (4 intra-node pairs).
+    assert "BAD NODE node2 (ranks 2, 3): bandwidth slow in 12 of its 13 pairs" in said, said
     assert "BAD NODE node1" not in said and "BAD NODE node3" not in said and "BAD LINK" not in said, said
     assert {r["attribution"] for r in rows if "node2" in (r["from_node"], r["to_node"])} == {"bad node"}
     matrix = np.load(tmp_path / "node" / "matrix.npz")
@@ -141,8 +160,8 @@ def test_slow_node_is_named_bad_node(local_cluster: LocalCluster, built: dict[st
     assert bandwidth.shape == (8, 8) and np.isnan(bandwidth[2, 2])
     # Every inter-node pair of node2's ranks is limited; their pair inside node2 is not.
     inter = [r for r in range(8) if r not in (2, 3)]
-    assert np.nanmax(bandwidth[2, inter]) < 10 and np.nanmax(bandwidth[3, inter]) < 10
-    assert bandwidth[2, 3] > 10
+    assert np.nanmax(bandwidth[2, inter]) < 20 and np.nanmax(bandwidth[3, inter]) < 20
+    assert bandwidth[2, 3] > 20
 
 
 @pytest.mark.slurm
@@ -230,7 +249,7 @@ def test_check_names_the_slow_link_and_turns_the_run_red(pipeline: dict[str, str
     with open(out / "bad_links.csv") as f:
         bad = [r for r in csv.DictReader(f) if r["attribution"] == "bad link" and r["metric"] == "bandwidth"]
     assert {(r["from_node"], r["to_node"]) for r in bad} == {("node1", "node3")}
-    assert all(float(r["first"]) < 10 and float(r["second"]) < 10 for r in bad)  # both measurements kept
+    assert all(float(r["first"]) < 20 and float(r["second"]) < 20 for r in bad)  # both measurements kept
     html = str(report_links.section(tmp_path, base=tmp_path))
     assert "node1–node3" in html and "bad link" in html and html.count("data:image/png;base64,") == 2
 
