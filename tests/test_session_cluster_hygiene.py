@@ -28,5 +28,15 @@ def test_a_left_job_and_a_drained_node_are_cleaned_and_said(local_cluster: Local
                  "the test left node2 drained (left by a test); resumed"], said
     assert slurm(local_cluster, "squeue", "-h").strip() == ""
     states = {n: v["state"] for n, v in local_cluster.nodes().items()}
-    assert set(states) == {"node1", "node2"} and set(states.values()) <= USABLE_STATES, states
+    assert set(states) == set(local_cluster.node_names) and set(states.values()) <= USABLE_STATES, states
     assert leftovers(local_cluster, wait=0) == []
+
+
+def test_a_fault_left_in_force_is_cleared_and_said(local_cluster: LocalCluster) -> None:
+    if local_cluster.network_mode != "namespaces":
+        pytest.skip("faults need the namespaces layout")
+    local_cluster.fault("rate", "node1", rate="100mbit", peer="node2")
+    said = leftovers(local_cluster)
+    assert said == ["the test left faults in force (link node1--node2 limited to 100mbit both ways); cleared: "
+                    "node1: limit removed; node2: limit removed"], said
+    assert local_cluster.faults() == []
