@@ -420,3 +420,21 @@ def test_merge_request_without_a_token_is_one_sentence_and_the_diff(anomalous, t
                                     "MPIREGRESS_GITLAB_TOKEN is not set (a project access token with scope api; "
                                     "see docs/pipeline.md).")
     assert "Traceback" not in err and gitlab.calls == []
+
+
+def test_series_without_a_reference_that_are_not_gated_are_left_to_the_history(db, baselines_dir):
+    """The weekly size sweep's series reach the history by the hundred: no first reference for them."""
+    for week in range(8):
+        runs = []
+        for size in (1, 1024, 4194304):
+            r = result(week, 1.0 + size / 1e4)
+            r.parameters["size"], r.parameters["sweep"] = size, "1:4194304"
+            runs.append(r)
+        db.import_results(runs, run_id=f"sweep-w{week}")
+    path = baselines_dir / "iris.yaml"
+    proposal = propose(db, "iris", baselines.load(path), path, today=date(2025, 6, 1))
+    assert all("sweep" not in e.series for e in proposal.evidence) and "sweep" not in proposal.text
+    assert "3 series of iris in the history have no reference in this file" in proposal.notes[0]
+    # The gated series are still proposed, the file's own ones updated.
+    assert {e.series for e in proposal.evidence if e.proposed} == {"iris/skylake source same_numa bandwidth",
+                                                                    "iris/skylake source same_numa latency"}
