@@ -101,6 +101,16 @@ def test_a_threshold_shift_is_ringed_at_the_sizes_that_moved(tmp_path):
     assert marks == {("cross_node", "source"): {s: "worse" for s in SIZES if s >= 16384}}
     assert sorted(points[("cross_node", "source")]) == SIZES and 99.0 not in points[("cross_node", "source")][8192]
     assert figures.sweeps(data.results, "iris", "skylake", "latency", moved) is not None
+    # Under this run's curve, the history's level (the gate's reference) of every swept size: the curves part
+    # where the rings are.
+    reference = {v.key: v.reference for v in data.verdicts if v.basis == "history" and v.reference is not None}
+    levels = figures.sweep_levels(data.results, "iris", "skylake", "latency", reference)
+    assert set(levels) == {("cross_node", "source"), ("cross_node", "easybuild")}
+    assert sorted(levels[("cross_node", "source")]) == SIZES
+    current = {s: v[0] for s, v in points[("cross_node", "source")].items()}
+    parted = {s for s in SIZES if current[s] > 1.2 * levels[("cross_node", "source")][s]}
+    assert parted == {s for s in SIZES if s >= 16384}
+    assert figures.sweeps(data.results, "iris", "skylake", "latency", moved, reference) is not None
 
 
 def test_a_level_found_by_the_change_point_scan_in_the_last_runs_is_ringed():

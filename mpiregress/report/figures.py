@@ -234,14 +234,30 @@ def sweep_points(results: Sequence[Result], system: str, partition: str, metric:
     return data, marks
 
 
+def sweep_levels(results: Sequence[Result], system: str, partition: str, metric: str,
+                 reference: Mapping[SeriesKey, float]) -> dict[tuple[str, str], dict[int, float]]:
+    """(placement, method) -> size -> history level of the swept series of ``results`` that have one."""
+    levels: dict[tuple[str, str], dict[int, float]] = {}
+    for r in results:
+        level = reference.get(r.key())
+        if level is not None and (r.system, r.partition, r.metric) == (system, partition, metric) \
+                and r.size is not None and "sweep" in r.parameters:
+            levels.setdefault((r.placement, r.method), {})[r.size] = level
+    return levels
+
+
 def sweeps(results: Sequence[Result], system: str, partition: str, metric: str,
-           moved: Optional[Mapping[SeriesKey, str]] = None) -> Optional[str]:
+           moved: Optional[Mapping[SeriesKey, str]] = None,
+           reference: Optional[Mapping[SeriesKey, float]] = None) -> Optional[str]:
     """Point-to-point value vs message size per method, one panel per placement; None when there is no sweep.
 
     ``moved`` (report.sweep_marks.moved) maps a series to "worse" or "better": its size is marked on the
-    curve (a red or green ring), so a shifted eager/rendezvous threshold shows where it happened."""
+    curve (a red or green ring), so a shifted eager/rendezvous threshold shows where it happened.
+    ``reference`` maps a series to its history level (the gate's median of the last accepted runs): drawn
+    dashed under this run's curve, so the ring sits where the two curves part."""
     spec = PT2PT.get(metric)
     data, marks = sweep_points(results, system, partition, metric, moved)
+    levels = sweep_levels(results, system, partition, metric, reference or {})
     if not spec or not any(len(sizes) > 1 for sizes in data.values()):
         return None
     placements = [p for p in PLACEMENTS if any(k[0] == p and len(sizes) > 1 for k, sizes in data.items())]
@@ -255,6 +271,11 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str,
             xs = sorted(sizes)
             ax.plot(xs, [statistics.median(sizes[x]) for x in xs], marker=".", color=METHOD_COLOURS[method],
                     label=method)
+            history = levels.get((placement, method), {})
+            if len(history) > 1:
+                hx = sorted(history)
+                ax.plot(hx, [history[x] for x in hx], linestyle="--", linewidth=1, color=METHOD_COLOURS[method],
+                        alpha=0.6, label=f"{method}, history")
             for size, how in sorted(marks.get((placement, method), {}).items()):
                 ax.plot([size], [statistics.median(sizes[size])], marker="o", markersize=9, linestyle="none",
                         markerfacecolor="none", markeredgewidth=1.5,
@@ -267,6 +288,8 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str,
         ax.set_ylabel(f"{metric} ({METRICS[metric].unit})", fontsize=8)
         ax.legend(fontsize=7)
     ringed = "rings: sizes that moved, red worse, green better" if marks else "no size moved"
+    if levels:
+        ringed += "; dashed: the history's level"
     fig.suptitle(f"{system}/{partition}: {metric} vs message size (dotted: the gated size; {ringed})", fontsize=11)
     fig.tight_layout()
     return _png(fig)

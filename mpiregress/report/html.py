@@ -53,11 +53,12 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     times = sorted(r.time for r in data.results if r.time)
     now = figures.parse_time(times[-1]) if times else None
     moved = sweep_marks.moved(data.verdicts, data.changes, data.trends)
+    levels = {v.key: v.reference for v in data.verdicts if v.basis == "history" and v.reference is not None}
     for system, partition in data.systems():
         if any((r.system, r.partition) == (system, partition) for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
         for metric in METRICS:
-            sweep = figures.sweeps(data.results, system, partition, metric, moved)
+            sweep = figures.sweeps(data.results, system, partition, metric, moved, levels)
             if sweep:
                 sweep_figures.append(Figure(f"{system}/{partition} {metric}", sweep))
             series = {k: runs for k, runs in data.trends.items() if _trend_worthy(k, data, system, partition, metric)}
