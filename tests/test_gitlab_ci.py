@@ -203,10 +203,10 @@ def real_jobs(pipeline: dict) -> dict[str, dict]:
 def test_cluster_jobs_are_gated_against_forks_and_unselected_systems(expanded):
     jobs = real_jobs(expanded)
     cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
-    # 3 build matrices, 3 runs, and the verdict and history for each cluster; per partition the
-    # weekly collective and point-to-point sweeps, link matrix and noise jobs, the after-maintenance
-    # node-list link test and the toolchain MRs' A/B job.
-    assert len(cluster) == 10 + 6 * 3, sorted(cluster)
+    # 3 build matrices, 3 runs, and the verdict, history and baseline proposal for each cluster; per
+    # partition the weekly collective and point-to-point sweeps, link matrix and noise jobs, the
+    # after-maintenance node-list link test and the toolchain MRs' A/B job.
+    assert len(cluster) == 12 + 6 * 3, sorted(cluster)
     for name, job in cluster.items():
         rules = job["rules"]
         system = job["variables"]["MPIREGRESS_SYSTEM"]
