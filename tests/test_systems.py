@@ -134,7 +134,7 @@ def test_a_demo_cluster_needs_no_python_change(gitlab_ci_local, tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = {job["name"] for job in json.loads(done.stdout) if job["when"] != "never"}
     demo = {name for name in jobs if "demo" in name}
-    assert demo == {"lint:dry-run:demo", "run:demo:batch", "verdict:demo", "history:demo",
+    assert demo == {"lint:dry-run:demo", "run:demo:batch", "verdict:demo", "history:demo", "proposal:demo",
                     *(f"build:demo:batch: [{m}]" for m in ("source", "spack", "easybuild", "eessi")),
                     # the weekly schedule's own jobs: collective and point-to-point sweeps, link matrix, noise
                     "sweep:demo:batch", "pt2pt-sweep:demo:batch", "links:demo:batch", "noise:demo:batch"}
