@@ -29,6 +29,7 @@ from . import (
     results,
     run_folder,
     summary,
+    systems,
     toolchain,
 )
 from .builds import BuildOptions
@@ -130,44 +131,50 @@ def _commit() -> str:
         return ""
 
 
-def _detect_local_topology(topology_dir: Path, env: dict[str, str]) -> None:
-    """Write the host's topology where ReFrame looks for the local partition's."""
-    target = topology_dir / "local-batch" / "processor.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([_reframe(), f"--detect-host-topology={target}"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    if done.returncode != 0 or not target.exists():
-        raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
+def _detect_topologies(opts: RunOptions, topology_dir: Path, env: dict[str, str]) -> None:
+    """Write this host's topology where ReFrame looks for each partition of the run that says
+    ``topology: detect`` (systems/<name>.yaml); partitions with a recorded topology are left alone."""
+    for part in systems.get(opts.system).partitions_named(opts.partition):
+        if not part.detects_topology:
+            continue
+        target = topology_dir / part.key / "processor.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([_reframe(), f"--detect-host-topology={target}"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0 or not target.exists():
+            raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
 
 
-def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
-    """Reuse or build, for this host, every method the local system builds for real (its ``methods``);
-    the sentences of the methods that cannot build here (their checks then skip with the reason)."""
-    from . import systems
+def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
+    """For a system that builds on demand (``builds: on_demand``): reuse or build, for each target of
+    the run's partitions, every one of its ``methods`` the run asks for; the sentences of the methods
+    that cannot build here (their checks then skip with the reason)."""
     from .builds import method as build_method
     from .errors import NotAvailableError
 
-    host = microarch.host_target()
+    system = systems.get(opts.system)
     skipped = []
-    for name in [m for m in systems.get("local").methods if m in methods]:
-        usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, host)]
-        # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
-        # without one, any build these nodes can run is reused rather than failing offline.
-        if usable and not (opts.source_mirror or opts.sha256_override):
-            _log(f"reusing {name} build {usable[0].path} (target {usable[0].target})")
-            continue
-        _log(f"{name} build of OSU {tc.osu['version']} for {host} (reused when nothing changed)")
-        try:
-            built = build_method(name).build(BuildOptions(
-                method=name, toolchain_file=opts.toolchain_file, target=host,
-                manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
-                system="local", partition="batch", source_mirror=opts.source_mirror,
-                sha256_override=opts.sha256_override))
-        except NotAvailableError as err:
-            skipped.append(f"{name} build not available here: {err}")
-            _log(skipped[-1])
-            continue
-        _log(f"built {built.path}")
+    for part in system.partitions_named(opts.partition):
+        target = part.build_target()
+        for name in [m for m in system.methods if m in methods]:
+            usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, target)]
+            # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
+            # without one, any build these nodes can run is reused rather than failing offline.
+            if usable and not (opts.source_mirror or opts.sha256_override):
+                _log(f"reusing {name} build {usable[0].path} (target {usable[0].target})")
+                continue
+            _log(f"{name} build of OSU {tc.osu['version']} for {target} (reused when nothing changed)")
+            try:
+                built = build_method(name).build(BuildOptions(
+                    method=name, toolchain_file=opts.toolchain_file, target=target,
+                    manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
+                    system=opts.system, partition=part.name, source_mirror=opts.source_mirror,
+                    sha256_override=opts.sha256_override))
+            except NotAvailableError as err:
+                skipped.append(f"{name} build not available here: {err}")
+                _log(skipped[-1])
+                continue
+            _log(f"built {built.path}")
     return skipped
 
 
@@ -178,8 +185,7 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
     for existing in manifest.find_all(opts.manifest_dir):
         if existing.path:
             shutil.copy(existing.path, planned / Path(existing.path).name)
-    targets = ([p.target for p in tc.partitions() if p.system == opts.system]
-               if opts.system != "local" else [microarch.host_target()])
+    targets = sorted({p.build_target() for p in systems.get(opts.system).partitions})
     for method in methods:
         for target in targets:
             if (planned / f"{method}-{target}.json").exists():
@@ -247,7 +253,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
     if env.get("MPIREGRESS_IN_ALLOCATION"):
         # One allocation, its nodes shared by every check: benchmarks must not overlap.
         cmd += ["--exec-policy=serial"]
-    if opts.system != "local" and not env.get("LMOD_CMD") and LMOD_INIT.exists():
+    if systems.get(opts.system).uses_lmod and not env.get("LMOD_CMD") and LMOD_INIT.exists():
         # The clusters' programming environments load modules; a login shell has Lmod
         # ready, a bare CI shell may not.
         return ["bash", "-c", f"source {LMOD_INIT} && exec {shlex.join(cmd)}"]
@@ -396,10 +402,10 @@ def run(opts: RunOptions) -> int:
         try:
             methods = check_options(opts)
             folder.step("options checked")
-            if opts.system == "local" and not opts.dry_run:
+            if systems.get(opts.system).managed_cluster and not opts.dry_run:
                 from .local_cluster import LocalCluster
 
-                cluster = LocalCluster()
+                cluster = LocalCluster(system=opts.system)
                 cluster.claim(f"report folder {opts.report_dir}")
             return _run(opts, methods, folder, cluster)
         except MpiRegressError as err:
@@ -438,16 +444,15 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     topology_dir = paths.checks_dir() / "topology"
     manifest_dir = opts.manifest_dir
     env = _environment(opts, topology_dir, manifest_dir)
-    if opts.system == "local":
-        _detect_local_topology(topology_dir, env)
-        if cluster is not None:
-            cluster.start()
-            env.update(cluster.client_env())
-            _log(f"local Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
-            folder.step(f"local Slurm up ({cluster.state_dir})")
-            if opts.build_missing:
-                notes += _ensure_local_build(opts, tc, methods)
-                folder.step("local builds of OSU ready (systems/local.yaml methods)")
+    _detect_topologies(opts, topology_dir, env)
+    if cluster is not None:
+        cluster.start()
+        env.update(cluster.client_env())
+        _log(f"the project's Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
+        folder.step(f"the project's Slurm up ({cluster.state_dir})")
+    if systems.get(opts.system).builds_on_demand and opts.build_missing and not opts.dry_run:
+        notes += _ensure_builds(opts, tc, methods)
+        folder.step(f"builds of OSU ready (systems/{opts.system}.yaml methods)")
     if opts.dry_run:
         manifest_dir = _planned_manifests(opts, tc, methods)
         env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)
