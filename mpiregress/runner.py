@@ -373,12 +373,14 @@ def _slurm_faults(env: dict[str, str], nodes: set[str]) -> Optional[str]:
     return None
 
 
-def _classify_infrastructure(found: list[results.Result], env: dict[str, str]) -> list[results.Result]:
-    """Mark errors that Slurm caused as infrastructure; return the infrastructure errors."""
+def _classify_infrastructure(found: list[results.Result], env: dict[str, str],
+                             lost: Optional[str] = None) -> list[results.Result]:
+    """Mark errors that Slurm caused as infrastructure (``lost``: the node loss that stopped the run, in
+    Slurm's words); return the infrastructure errors."""
     errors = [r for r in found if r.status == "error"]
     unexplained = [r for r in errors if not osu_output.is_infrastructure(r.reason)]
     if unexplained:
-        fault = _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
+        fault = lost or _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
         if fault:
             for r in unexplained:
                 r.reason = f"{fault}; the check saw: {r.reason}"
@@ -462,10 +464,11 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         _check_reachable(env)
     found_a = _prepare_ab(opts, methods, env, manifest_dir, folder) if opts.ab_against else None
     report = opts.report_dir / "reframe-report.json"
-    proc = _reframe_run(opts, methods, env, folder)
+    lost: list[str] = []
+    proc = _reframe_run(opts, methods, env, folder, lost=lost)
     folder.step(f"ReFrame ran (exit {proc.returncode}; its output is in reframe.out)")
     if not report.exists():
-        fault = None if opts.dry_run else _slurm_faults(env, {"*"})
+        fault = None if opts.dry_run else (lost[0] if lost else _slurm_faults(env, {"*"}))
         if fault:
             raise InfrastructureError(f"ReFrame exited with code {proc.returncode} and wrote no report: {fault}")
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
@@ -484,7 +487,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         code = _dry_run_verdict(found, opts)
         folder.write_status("finished", code, "dry run: job scripts written, nothing submitted")
         return code
-    _classify_infrastructure(found, env)
+    _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
     judged = compose.of_run(found, problems, opts.event)
@@ -517,13 +520,16 @@ def _adopt_junit(folder: run_folder.RunFolder, opts: RunOptions, judged: compose
 
 
 def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
-                 folder: run_folder.RunFolder, extra: Sequence[str] = ()) -> "subprocess.Popen[str]":
+                 folder: run_folder.RunFolder, extra: Sequence[str] = (),
+                 lost: Optional[list[str]] = None) -> "subprocess.Popen[str]":
     """Run ReFrame as a child that cannot outlive the run, its reports staged privately and adopted.
 
     ReFrame writes its JSON and JUnit reports when it ends, also when it is stopped: they go to a
     private folder and are moved into the report folder by the run itself, so nothing reaches the
     folder behind the run's back. On any exit by exception (a signal included) ReFrame's group is
-    stopped and the run's Slurm jobs are cancelled by id before the exception travels on.
+    stopped and the run's Slurm jobs are cancelled by id before the exception travels on. A node lost
+    under one of the run's jobs (Slurm's words, appended to ``lost``) stops ReFrame early: the rest of
+    the run could only wait on that node.
     """
     record = None if opts.dry_run else folder.path / cancel.JOBS_FILE
     children = cancel.RunChildren(record, env, watch=not opts.dry_run)
@@ -540,6 +546,10 @@ def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
                 out.write(line)
             proc.wait()
         children.finish()
+        if children.lost is not None:
+            folder.step(f"ReFrame stopped: {children.lost}")
+            if lost is not None:
+                lost.append(children.lost)
         return proc
     except BaseException:
         for sentence in children.stop():
