@@ -51,7 +51,8 @@ def lost_node(env: dict[str, str], token: str, timeout: float = 20) -> Optional[
                 held.setdefault(node, job)
     if not held:
         return None
-    for line in _lines(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], env, timeout) or []:
+    # Only the run's own nodes: a site's sinfo of every node, every few seconds, would be a load of its own.
+    for line in _lines(["sinfo", "-h", "-N", "-n", ",".join(sorted(held)), "-o", "%N|%T|%E"], env, timeout) or []:
         name, state, why = (line.split("|", 2) + ["", ""])[:3]
         if name in held and bad_state(state):
             # Slurm gives a reason once it sets the node DOWN; before, the '*' is all it says.

@@ -383,7 +383,9 @@ def _classify_infrastructure(found: list[results.Result], env: dict[str, str],
         fault = lost or _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
         if fault:
             for r in unexplained:
-                r.reason = f"{fault}; the check saw: {r.reason}"
+                # ReFrame's words for a check the run stopped ("aborted due to ForceExitError") say the run's.
+                saw = "stopped by the run before it finished" if lost and "ForceExitError" in r.reason else r.reason
+                r.reason = f"{fault}; the check saw: {saw}"
     infrastructure = [r for r in errors if osu_output.is_infrastructure(r.reason)]
     for r in infrastructure:
         # Slurm, not the build or the benchmark, stopped it: a retry may pass (the verdict's "infrastructure").
