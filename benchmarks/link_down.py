@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="the cluster's folder (default: a new one in /tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the runs' report folders (their path is printed)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("link_down: network namespaces need root")
@@ -66,6 +68,10 @@ def main() -> int:
     finally:
         subprocess.run([*cli, "cluster", "stop", "--force", "--state-dir", str(state)], env=env, cwd=REPO,
                        timeout=300)
+        if args.keep:
+            print(f"the runs' report folders are in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
