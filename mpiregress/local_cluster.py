@@ -64,12 +64,13 @@ MAX_SOCKET_PATH = 100
 IN_USE_LOCK = "in-use.lock"
 
 
-def layout_settings() -> tuple[int, str]:
-    """(nodes, network) of the ``cluster:`` section of systems/local.yaml (2, one-host without it)."""
+def layout_settings(system: str = "local") -> tuple[int, str]:
+    """(nodes, network) of the ``cluster:`` section of systems/<system>.yaml (2, one-host without it);
+    ``mpiregress cluster`` manages the local system's, a run the cluster of the system it runs on."""
     from . import systems
 
     try:
-        data = systems.get("local").data.get("cluster") or {}
+        data = systems.get(system).data.get("cluster") or {}
     except InputError:
         data = {}
     return _checked_layout(data.get("nodes", len(NODES)), data.get("network", "one-host"))
@@ -239,12 +240,13 @@ def _tail(path: Path, lines: int = 15) -> str:
 class LocalCluster:
     """A Slurm on this host (munged, slurmctld, slurmd node1 ... nodeN) under ``state_dir``.
 
-    ``nodes``/``network``: the layout of the next cold start (default: systems/local.yaml).
+    ``nodes``/``network``: the layout of the next cold start (default: the ``cluster:`` section of
+    systems/<system>.yaml).
     A cluster already started keeps the layout recorded in its state folder until stopped.
     """
 
     def __init__(self, state_dir: Optional[Path] = None, nodes: Optional[int] = None,
-                 network: Optional[str] = None) -> None:
+                 network: Optional[str] = None, system: str = "local") -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.etc = self.state_dir / "etc"
         self.slurm_conf = self.etc / "slurm.conf"
@@ -254,11 +256,12 @@ class LocalCluster:
         self.lock_file = self.state_dir / IN_USE_LOCK
         self.faults_file = self.state_dir / "faults.json"
         self._claim: Optional[int] = None
+        self.system = system
         recorded = self._recorded_layout()
         if recorded and nodes is None and network is None:
             self.node_names, self.network_mode = recorded
         else:
-            default_nodes, default_network = layout_settings() if nodes is None or network is None else (0, "")
+            default_nodes, default_network = layout_settings(system) if nodes is None or network is None else (0, "")
             count, self.network_mode = _checked_layout(nodes if nodes is not None else default_nodes,
                                                        network if network is not None else default_network)
             self.node_names = tuple(f"node{i}" for i in range(1, count + 1))
@@ -511,7 +514,8 @@ class LocalCluster:
             "state": self.state_dir, "etc": self.etc,
             "nodes": nodes,
             "partition": PARTITION,
-            "features": [host_target(), "local"],
+            # A node's features: its archspec target and the system it belongs to, as a site's nodes.
+            "features": [host_target(), self.system],
             **topo,
         }
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
