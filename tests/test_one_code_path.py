@@ -29,6 +29,18 @@ def test_no_code_branches_on_the_local_system_name():
     assert found == [], "branches on the system name; make the difference data in systems/<name>.yaml"
 
 
+# The pipeline's job scripts: a test of the system's name in shell ([ "$MPIREGRESS_SYSTEM" = local ]).
+SHELL_NAME_BRANCH = re.compile(r"""MPIREGRESS_SYSTEM[^\n]*\]?\s*!?=\s*['"]?local\b""")
+
+
+def test_no_job_script_branches_on_the_local_system_name():
+    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+             for path in sorted((REPO_ROOT / "ci").rglob("*.sh"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if SHELL_NAME_BRANCH.search(line) and not line.lstrip().startswith("#")]
+    assert found == [], "job scripts branch on the system name; make the difference data"
+
+
 @pytest.fixture
 def proving_systems(tmp_path: Path, monkeypatch) -> Path:
     """The checkout's systems plus `proving`, a copy of local.yaml under another name."""
