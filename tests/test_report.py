@@ -296,7 +296,9 @@ def test_only_the_panels_that_need_a_look_are_drawn_in_full_the_quiet_ones_as_ro
     page = html.render(data)
     assert page.split("<h2>")[1].startswith("What changed this week</h2>")
     trends = page.split("<h2>Trends</h2>")[1].split("<h2>")[0]
-    assert re.findall(r"<h3>([^<]*)</h3>", trends) == ["aion/batch latency", "aion/batch bandwidth", "Quiet series"]
+    assert re.findall(r"<h3>([^<]*)</h3>", trends) == [
+        "aion/batch latency (same_numa: source: error; cross_node: source moved (worse))",
+        "aion/batch bandwidth (same_numa: eessi: behind)", "Quiet series"]
     # The quiet figure has one row per quiet panel, named on the left.
     keys = [k for k in data.trends if trend_panels.Panel.of(k) in quiet]
     fig = figures.quiet_trends_figure([(p.title(), keys) for p in quiet], data.trends, data.changes, {})

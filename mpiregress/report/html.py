@@ -56,6 +56,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     levels = {v.key: v.reference for v in data.verdicts if v.basis == "history" and v.reference is not None}
     worthy = [k for k in data.trends if _trend_worthy(k, data, k.system, k.partition, k.metric)]
     full, quiet = trend_panels.split(data, worthy)
+    why = trend_panels.notable(data)
     for system, partition in data.systems():
         if any((r.system, r.partition) == (system, partition) for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
@@ -68,7 +69,8 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
             series = {k: runs for k, runs in data.trends.items() if trend_panels.Panel.of(k) in mine}
             if series:
                 judged = {k: v for k, v in current.items() if trend_panels.Panel.of(k) in mine}
-                trend_figures.append(Figure(f"{system}/{partition} {metric}", figures.trends(
+                reasons = "; ".join(f"{p.label}: {why[p]}" for p in sorted(mine, key=full.index))
+                trend_figures.append(Figure(f"{system}/{partition} {metric} ({reasons})", figures.trends(
                     system, partition, metric, series, data.changes, data.baselines.get(system), judged, now=now,
                     limits=limits, window=data.config.last_runs)))
     quiet_figure = None
