@@ -68,6 +68,38 @@ def loadavg() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
+def injected(weeks: int) -> dict[tuple, int]:
+    """(system, partition, method, placement, metric) -> the week its injected step starts."""
+    steps: dict[tuple, int] = {}
+    for system in ("iris", "aion"):
+        for week in range(1, weeks):
+            before, after = events(system, week - 1)[0], events(system, week)[0]
+            for key in set(before) | set(after):
+                if before.get(key, 0.0) != after.get(key, 0.0):
+                    steps[(system, *key)] = week
+    return steps
+
+
+def found_steps(changes: dict, weeks: int) -> list[str]:
+    """Lines saying, per injected event, which stepped series the change-point scan found within one week."""
+    steps = injected(weeks)
+    placed: dict[tuple, list[int]] = {}
+    for key, points in changes.items():
+        name = (key.system, key.partition, key.method, key.placement, key.metric)
+        placed[name] = [int(cp.run_after.run_id[1:3]) for cp in points]
+    lines = []
+    for system, week in sorted({(k[0], w) for k, w in steps.items()}, key=lambda e: e[1]):
+        names = [k for k, w in steps.items() if k[0] == system and w == week]
+        hit = [k for k in names if any(abs(p - week) <= 1 for p in placed.get(k, []))]
+        lines.append(f"  {system} week {week}: {len(hit)} of {len(names)} stepped series found within one week")
+        for k in sorted(set(names) - set(hit)):
+            lines.append(f"    missed: {'/'.join(k)} (points at weeks {placed.get(k, [])})")
+    false = [(k, p) for k, weeks_ in placed.items() for p in weeks_ if abs(p - steps.get(k, -99)) > 3]
+    lines.append(f"  false change points (> 3 weeks from an injected step): {len(false)} over {len(changes)} "
+                 f"series with points, " + ", ".join(f"{'/'.join(k)} week {p}" for k, p in false))
+    return lines
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weeks", type=int, default=52)
@@ -148,6 +180,9 @@ def main(argv=None) -> int:
     for points in data.changes.values():
         for cp in points:
             print(f"  {cp.sentence()}")
+    print("injected steps:")
+    for line in found_steps(data.changes, args.weeks):
+        print(line)
     for v in verdicts:
         if v.verdict not in ("pass",):
             print(f"  {v.verdict}: {v.name()}: {v.reason}")
