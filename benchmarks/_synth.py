@@ -48,6 +48,21 @@ def run_samples(rng: np.random.Generator, metric: str, base: float, run_sigma: f
     return centre * (np.exp(-tail) if worse else np.exp(tail))
 
 
+def run_medians(rng: np.random.Generator, metric: str, base: float, run_sigma: float, jitter: float,
+                k: int, steps: np.ndarray) -> np.ndarray:
+    """The median of each of ``len(steps)`` runs of k samples, run i made ``steps[i]`` worse.
+
+    The same model as :func:`run_samples` (one run effect per run, one-sided jitter per
+    sample), drawn for all runs at once.
+    """
+    worse = METRICS[metric].higher_is_better
+    steps = np.asarray(steps, dtype=float)
+    centre = base * (1 - steps if worse else 1 + steps) * np.exp(rng.normal(0.0, run_sigma, size=len(steps)))
+    tail = np.abs(rng.standard_t(3, size=(len(steps), k))) * jitter
+    samples = centre[:, None] * (np.exp(-tail) if worse else np.exp(tail))
+    return np.median(samples, axis=1)
+
+
 def history(rng: np.random.Generator, metric: str, base: float, noise: tuple[float, float], runs: int,
             k: int) -> list[np.ndarray]:
     """``runs`` accepted runs of k samples each, with no change."""

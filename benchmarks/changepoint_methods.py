@@ -15,32 +15,53 @@ Steps of 3-10 % go either way (a regression or an improvement); 70 % hurts (the 
 EESSI same-NUMA bandwidth). A "none" row gives flat years.
 
 Methods:
-* pelt-l1 (before): the detector mpiregress used until this benchmark: ruptures' PELT with
-  the L1 cost on log medians, penalty 3 x noise x log n, then a 2 % / 3-standard-error
-  filter on the segment medians; one series at a time.
+* pelt-l1 (2024): the detector mpiregress used first: ruptures' PELT with the L1 cost on log
+  medians, penalty 3 x noise x log n, then a 2 % / 3-standard-error filter on the segment
+  medians; one series at a time.
 * e-divisive: E-divisive means (Matteson & James 2014; the method of Apache Otava and
   MongoDB's signal-processing-algorithms): bisection on the energy statistic of |x - y|,
   each split kept while a permutation test (R permutations within the interval, fixed
   seed) gives p <= alpha; the same 2 % filter; one series at a time.
-* sbs, one series: mpiregress.changepoint.detect, the new detector with nothing to pool.
-* sbs, pooled (kept): mpiregress.changepoint.scan_runs on the partition's 24 series at once.
+* sbs, one series: mpiregress.changepoint.detect with nothing to pool (--methods single).
+* sbs pooled, lam 6 (before): mpiregress.changepoint.scan_runs on the partition's 24 series
+  at once, with the thresholds it had before issue 19 (lambda 6, penalty 8, join 9).
+* sbs pooled, lam 4 (kept): the same with the thresholds calibrated against the budget of
+  one false point per series-year (lambda 4, penalty 10, join 4: about 0.06 of it spent).
+* ceiling (step known): not a detector. Told which series stepped and that they share one
+  step, it places it at the week whose one-week neighbourhood holds the most two-segment
+  likelihood: what no reading of these run medians beats by much.
 
-Columns, per stepped series: found = a change point within 3 weeks of the step;
-within 1 wk = within one week. False points per series-year: change points further
-than 3 weeks from any step, over all 24 series of the trial (stepped or not).
+Columns, per stepped series: found = a change point within 3 weeks of the step; exact = at
+the step's week (the commit range the point names is the right one); within 1 wk = within
+one week, with its 95 % Wilson interval. False points per series-year: change points further
+than 3 weeks from any step, and second points near the same step, over all 24 series of the
+trial (stepped or not).
 
 Usage: python benchmarks/changepoint_methods.py [--trials 30] [--seed 5] [--k 5]
-       [--methods pelt,edivisive,single,pooled] [--lam 6] [--penalty 8]
+       [--methods pelt,edivisive,before,pooled,oracle] [--scenarios partition,network,build]
+       [--sizes 0.03,0.05,0.1,0.7] [--no-flat] [--lam 4] [--penalty 10]
 Evidence, not a test: prints the table, asserts nothing. PELT (ruptures, pure Python) and
-E-divisive's permutations are nearly all of its time: 15 min each with --trials 20 on the
-shared 2-core machine at load ~10; --methods single,pooled alone takes seconds.
+E-divisive's permutations are nearly all of its time: 30 and 14 min with --trials 20 on the
+shared 2-core machine at load ~10; the sbs methods take about 2 s per trial and row.
 
-Measured (--trials 20, seed 5; 5 % row, within one week / false points per series-year):
-partition: pelt 78 % / 0.006, e-divisive 90 % / 0.025, sbs one series 89 % / 0.023, pooled 98 % / 0.027;
-network:   pelt 45 %, e-divisive 66 %, one series 64 %, pooled 92.5 % (95.0 % with --trials 60);
-build:     pelt 70 %, e-divisive 90 %, one series 90 %, pooled 90 % (86.7 % with --trials 60).
-A 5 % step of one series is 1.4 run-to-run standard deviations on cross-node bandwidth (3.5 %
-noise): no method places it within a week 95 % of the time; pooling does where series move together.
+Measured (seed 5; 5 % steps, within one week [95 % interval] / false points per series-year):
+                 pelt-l1 (20 trials)  e-divisive (20)     sbs lam 6 (300)     sbs lam 4, kept (300)  ceiling (300)
+partition (12):  71.2 % / 0.004       85.0 % / 0.031      97.7 % [97.2-98.1]  99.1 % [98.7-99.3]     100 %
+network (4):     36.2 % / 0.002       65.0 % / 0.013      88.6 % [86.7-90.3]  93.3 % [91.8-94.6]     98.7 %
+build (1):       70.0 % / 0.000       95.0 % [76-99]      81.7 % [76.9-85.6]  79.0 % [74.0-83.2]     88.3 % [84-92]
+false/series-yr, flat years: 0.002    0.006               0.022               0.055 (budget 1)
+10 % and 70 % steps: 98-100 % for every sbs row; 3 %: partition 85 %, network 52 %, build 47 %.
+E-divisive with --trials 100 on the same years (5 %): network 68.5 % [63.8-72.9], build 87.0 %
+[79.0-92.2] (kept pooled 91.2 % and 80.0 %, ceiling 98.0 % and 92.0 % on those 100 years): one
+series at a time, E-divisive places a lone step better than the pool does.
+The goal (95 % of 5 % steps within one week) is met for a step shared by a partition's series, not
+for one shared by the 4 cross-node series (93 %, the ceiling is 99 %), and cannot be met for a
+step of one series alone with this noise model: the ceiling itself places it within a week 88 % of
+the time (a 5 % step is 1.4 run-to-run standard deviations on cross-node bandwidth, and the run
+effect is shared by a run's samples, so the samples add nothing a run median does not hold).
+Other calibrations trade the two (300 trials, within one week network / build / false per
+series-year): lambda 6, penalty 8, join 4: 92.0 / 81.7 / 0.035; lambda 4, penalty 14, join 4 and
+a 1 % effect floor: 94.7 / 76.3 / 0.09; none found reaches 95 % on the network step.
 """
 from __future__ import annotations
 
@@ -154,13 +175,30 @@ def year(rng, k, scenario, size):
     medians = []
     for i, (_, placement, metric_i) in enumerate(SERIES):
         noise = _synth.NOISE[(metric_i, _synth.locality(placement))]
-        base = _synth.BASE[(metric_i, placement)]
-        column = []
-        for w in range(WEEKS):
-            step = sign * size if (i in stepped and w >= week) else 0.0
-            column.append(float(np.median(_synth.run_samples(rng, metric_i, base, *noise, k, step=step))))
-        medians.append(column)
+        steps = np.where(np.arange(WEEKS) >= week, sign * size, 0.0) if i in stepped else np.zeros(WEEKS)
+        medians.append(_synth.run_medians(rng, metric_i, _synth.BASE[(metric_i, placement)], *noise, k,
+                                          steps).tolist())
     return medians, {i: week for i in stepped}
+
+
+def oracle(medians, steps, min_size=3):
+    """The ceiling: told which series stepped and that they share one step, where is it placed?
+
+    Not a detector (it knows the answer to "is there a step?"): the stepped series' CUSUM^2 in
+    noise units summed, and the week whose neighbourhood of one week either side holds the most
+    two-segment likelihood. What no detector reading these run medians can beat by much.
+    """
+    stepped = sorted(steps)
+    if not stepped:
+        return [[] for _ in medians]
+    pool = changepoint._Pool([medians[i] for i in stepped], clip=1e9)
+    c2 = pool.cusum2(0, WEEKS, min_size).sum(axis=0)
+    ok = c2 > 0
+    weight = np.where(ok, np.exp((c2 - c2.max()) / 2), 0.0)
+    window = np.convolve(weight, np.ones(3), mode="same") + 1e-3 * weight
+    window[~ok] = -1.0
+    week = 1 + int(np.argmax(window))
+    return [[week] if i in steps else [] for i in range(len(medians))]
 
 
 def runs_of(column):
@@ -169,8 +207,10 @@ def runs_of(column):
             for w, v in enumerate(column)]
 
 
-def detect_all(method, medians, lam, penalty, seed):
+def detect_all(method, medians, steps, lam, penalty, seed):
     """Break weeks per series."""
+    if method == "oracle":
+        return oracle(medians, steps)
     if method == "pelt":
         return [pelt_l1(c) for c in medians]
     if method == "edivisive":
@@ -178,7 +218,8 @@ def detect_all(method, medians, lam, penalty, seed):
     if method == "single":
         return [changepoint.detect(c, lam=lam, penalty=penalty) for c in medians]
     keys = [pt2pt_key("iris", "skylake", m, p, metric) for m, p, metric in SERIES]
-    found = changepoint.scan_runs({key: runs_of(c) for key, c in zip(keys, medians)}, lam=lam, penalty=penalty)
+    params = BEFORE if method == "before" else {"lam": lam, "penalty": penalty}
+    found = changepoint.scan_runs({key: runs_of(c) for key, c in zip(keys, medians)}, **params)
     return [[cp.index for cp in found.get(key, [])] for key in keys]
 
 
@@ -203,11 +244,27 @@ class Tally:
                     off = min(near, key=lambda p: abs(p - week)) - week
                     self.offsets.append(off)
                     self.within1 += abs(off) <= 1
+                    # A second point near the same step is a false one (no credit for bracketing it).
+                    self.false += len(near) - 1
             self.false += sum(1 for p in points if week is None or abs(p - week) > FOUND_WEEKS)
 
 
-LABELS = {"pelt": "pelt-l1 (before)", "edivisive": "e-divisive (perm.)", "single": "sbs, one series",
-          "pooled": "sbs, pooled (kept)"}
+# The pooled detector as calibrated before this benchmark's false-point budget was spent (issue 19).
+BEFORE = {"lam": 6.0, "penalty": 8.0, "join": 9.0}
+
+LABELS = {"pelt": "pelt-l1 (2024)", "before": "sbs pooled, lam 6 (before)", "edivisive": "e-divisive (perm.)",
+          "single": "sbs, one series",
+          "pooled": "sbs pooled, lam 4 (kept)", "oracle": "ceiling (step known)"}
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of the proportion hits/n."""
+    if not n:
+        return (0.0, 1.0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def main(argv=None) -> int:
@@ -215,42 +272,57 @@ def main(argv=None) -> int:
     parser.add_argument("--trials", type=int, default=30, help="years per scenario and step size")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--methods", default="pelt,edivisive,single,pooled")
+    parser.add_argument("--methods", default="pelt,edivisive,before,pooled,oracle")
     parser.add_argument("--lam", type=float, default=changepoint.LAMBDA)
     parser.add_argument("--penalty", type=float, default=changepoint.PENALTY)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--sizes", default=",".join(f"{v:g}" for v in SIZES), help="relative step sizes")
+    parser.add_argument("--no-flat", action="store_true", help="leave out the flat years")
     args = parser.parse_args(argv)
     methods = args.methods.split(",")
-    cells = [(s, size) for s in args.scenarios.split(",") for size in SIZES] + [("none", 0.0)]
+    sizes = [float(v) for v in args.sizes.split(",")]
+    cells = [(s, size) for s in args.scenarios.split(",") for size in sizes]
+    cells += [] if args.no_flat else [("none", 0.0)]
     tallies = {(m, c): Tally() for m in methods for c in cells}
     seconds = {m: 0.0 for m in methods}
-    for ci, (scenario, size) in enumerate(cells):
+    for scenario, size in cells:
         for trial in range(args.trials):
             # The same years for every method: one generator per cell and trial.
-            rng = np.random.default_rng([args.seed, ci, trial])
+            rng = np.random.default_rng([args.seed, SCENARIOS.index(scenario) if scenario in SCENARIOS else 9,
+                                         int(round(size * 100)), trial])
             medians, steps = year(rng, args.k, scenario, size)
             for m in methods:
                 t0 = time.perf_counter()
-                breaks = detect_all(m, medians, args.lam, args.penalty, seed=1000 * trial)
+                breaks = detect_all(m, medians, steps, args.lam, args.penalty, seed=1000 * trial)
                 seconds[m] += time.perf_counter() - t0
                 tallies[(m, (scenario, size))].add(breaks, steps)
+        print(f"{scenario} {size:.0%}: {args.trials} years done", file=sys.stderr, flush=True)
     print(f"{args.trials} synthetic years per row, 52 weekly runs, k={args.k}, 24 series per partition "
           f"(Iris matrix); lambda={args.lam:g}, penalty={args.penalty:g}")
     print(f"found: a change point within {FOUND_WEEKS} weeks of the step; within 1 wk: within one week; "
           f"false/series-yr: points > {FOUND_WEEKS} weeks from any step, over all series")
-    head = f"{'scenario':<10} {'step':>5} | " + " | ".join(f"{LABELS[m]:^28}" for m in methods)
-    sub = f"{'':<10} {'':>5} | " + " | ".join(f"{'found':>7} {'within 1wk':>10} {'false/yr':>8} " for _ in methods)
+    print("exact: at the step's week (the commit range named is the right one); within 1 wk is followed by "
+          "its 95 % Wilson interval; n: stepped series-years per row")
+    head = f"{'scenario':<10} {'step':>5} {'n':>5} | " + " | ".join(f"{LABELS[m]:^43}" for m in methods)
+    sub = f"{'':<10} {'':>5} {'':>5} | " + " | ".join(
+        f"{'found':>6} {'exact':>6} {'within 1wk [95% CI]':>20} {'false/yr':>8}" for _ in methods)
     print(head)
     print(sub)
     print("-" * len(sub))
     for scenario, size in cells:
-        row = f"{scenario:<10} {size:>5.0%} | " if scenario != "none" else f"{'none':<10} {'-':>5} | "
+        n = tallies[(methods[0], (scenario, size))].stepped
+        row = (f"{scenario:<10} {size:>5.0%} {n:>5} | " if scenario != "none"
+               else f"{'none':<10} {'-':>5} {'-':>5} | ")
         parts = []
         for m in methods:
             t = tallies[(m, (scenario, size))]
-            found = f"{t.found / t.stepped:7.1%}" if t.stepped else f"{'-':>7}"
-            within = f"{t.within1 / t.stepped:10.1%}" if t.stepped else f"{'-':>10}"
-            parts.append(f"{found} {within} {t.false / t.series_years:8.3f} ")
+            if t.stepped:
+                lo, hi = wilson(t.within1, t.stepped)
+                found = f"{t.found / t.stepped:6.1%} {t.offsets.count(0) / t.stepped:6.1%}"
+                within = f"{t.within1 / t.stepped:6.1%} [{lo:5.1%}-{hi:5.1%}]"
+            else:
+                found, within = f"{'-':>6} {'-':>6}", f"{'-':>20}"
+            parts.append(f"{found} {within:>20} {t.false / t.series_years:8.3f}")
         print(row + " | ".join(parts))
     print("seconds per method: " + ", ".join(f"{LABELS[m]} {seconds[m]:.1f}" for m in methods))
     return 0

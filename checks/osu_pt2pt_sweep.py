@@ -18,8 +18,9 @@ from mpiregress import launch, osu_output, topology
 from mpiregress.checkbase import OsuCheckBase
 from mpiregress.names import METRICS, PLACEMENTS, PT2PT
 
-SWEEP = yaml.safe_load((Path(__file__).parent / 'config' / 'pt2pt_sweep.yaml').read_text())['sizes']
-LOW, HIGH = int(SWEEP['min']), int(SWEEP['max'])
+CONFIG = yaml.safe_load((Path(__file__).parent / 'config' / 'pt2pt_sweep.yaml').read_text())
+LOW, HIGH = int(CONFIG['sizes']['min']), int(CONFIG['sizes']['max'])
+STEP_TIME_SCALE = {metric: float(scale) for metric, scale in CONFIG['step_time_scale'].items()}
 
 
 @rfm.simple_test
@@ -52,7 +53,7 @@ class OsuPt2PtSweepCheck(OsuCheckBase):
         self.job.launcher.options = step.options
         self.executable_opts = step.executable_opts
         # Every size of the range, not one: the step may take as long as the sizes to 4 MiB need.
-        self.limit_step_time(scale=4.0)
+        self.limit_step_time(scale=STEP_TIME_SCALE[self.metric])
         self.prerun_cmds = self.guard_commands(self.binding.nodes)
 
     def verify_binding(self, stderr):

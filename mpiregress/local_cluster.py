@@ -65,26 +65,28 @@ MAX_SOCKET_PATH = 100
 IN_USE_LOCK = "in-use.lock"
 
 
-def _cluster_section() -> dict[str, Any]:
+def _cluster_section(system: str = "local") -> dict[str, Any]:
+    """The ``cluster:`` section of systems/<system>.yaml ({} without it)."""
     from . import systems
 
     try:
-        return systems.get("local").data.get("cluster") or {}
+        return systems.get(system).data.get("cluster") or {}
     except InputError:
         return {}
 
 
-def layout_settings() -> tuple[int, str]:
-    """(nodes, network) of the ``cluster:`` section of systems/local.yaml (2, one-host without it)."""
-    data = _cluster_section()
+def layout_settings(system: str = "local") -> tuple[int, str]:
+    """(nodes, network) of the ``cluster:`` section of systems/<system>.yaml (2, one-host without it);
+    ``mpiregress cluster`` manages the local system's, a run the cluster of the system it runs on."""
+    data = _cluster_section(system)
     return _checked_layout(data.get("nodes", len(NODES)), data.get("network", "one-host"))
 
 
-def one_host_env() -> dict[str, str]:
+def one_host_env(system: str = "local") -> dict[str, str]:
     """What every step spanning nodes of the one-host layout needs (``cluster.one_host_env``)."""
-    env = _cluster_section().get("one_host_env") or {}
+    env = _cluster_section(system).get("one_host_env") or {}
     if not isinstance(env, dict):
-        raise InputError(f"cluster.one_host_env of systems/local.yaml must map names to values, not {env!r}")
+        raise InputError(f"cluster.one_host_env of systems/{system}.yaml must map names to values, not {env!r}")
     return {str(k): str(v) for k, v in env.items()}
 
 
@@ -261,12 +263,13 @@ def _tail(path: Path, lines: int = 15) -> str:
 class LocalCluster:
     """A Slurm on this host (munged, slurmctld, slurmd node1 ... nodeN) under ``state_dir``.
 
-    ``nodes``/``network``: the layout of the next cold start (default: systems/local.yaml).
+    ``nodes``/``network``: the layout of the next cold start (default: the ``cluster:`` section of
+    systems/<system>.yaml).
     A cluster already started keeps the layout recorded in its state folder until stopped.
     """
 
     def __init__(self, state_dir: Optional[Path] = None, nodes: Optional[int] = None,
-                 network: Optional[str] = None) -> None:
+                 network: Optional[str] = None, system: str = "local") -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.etc = self.state_dir / "etc"
         self.slurm_conf = self.etc / "slurm.conf"
@@ -276,11 +279,12 @@ class LocalCluster:
         self.lock_file = self.state_dir / IN_USE_LOCK
         self.faults_file = self.state_dir / "faults.json"
         self._claim: Optional[int] = None
+        self.system = system
         recorded = self._recorded_layout()
         if recorded and nodes is None and network is None:
             self.node_names, self.network_mode = recorded
         else:
-            default_nodes, default_network = layout_settings() if nodes is None or network is None else (0, "")
+            default_nodes, default_network = layout_settings(system) if nodes is None or network is None else (0, "")
             count, self.network_mode = _checked_layout(nodes if nodes is not None else default_nodes,
                                                        network if network is not None else default_network)
             self.node_names = tuple(f"node{i}" for i in range(1, count + 1))
@@ -522,7 +526,7 @@ class LocalCluster:
                      for n, p in zip(self.node_names, ports[1:])]
         else:
             controller = "127.0.0.1"
-            multinode_env = one_host_env()
+            multinode_env = one_host_env(self.system)
             nodes = [{"name": n, "port": p, "hostname": hostname, "addr": "127.0.0.1"}
                      for n, p in zip(self.node_names, ports[1:])]
         task_prolog = ""
@@ -542,7 +546,8 @@ class LocalCluster:
             "state": self.state_dir, "etc": self.etc,
             "nodes": nodes,
             "partition": PARTITION,
-            "features": [host_target(), "local"],
+            # A node's features: its archspec target and the system it belongs to, as a site's nodes.
+            "features": [host_target(), self.system],
             **topo,
         }
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),

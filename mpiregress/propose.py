@@ -18,6 +18,10 @@ the proposal says why) when
   generation, and the old generation's values would judge nothing;
 unless the caller passes ``accept_anomalies`` (then the evidence still names the anomaly).
 
+Only series a baselines file judges are proposed: the gated point-to-point series, and any
+series the file already has a reference for. The weekly families (size sweeps, the collective
+sweep, links, noise) reach the history by the hundred and are judged by it alone; a note counts them.
+
 The file is edited with a round-trip YAML library (ruamel.yaml): comments, key order,
 quoting and flow style of baselines/*.yaml stay as they were; only the values that
 change are rewritten. The diff names repository-relative paths (``a/baselines/x.yaml``)
@@ -282,10 +286,18 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
     used: dict[str, RunPoint] = {}
     newer: dict[str, int] = {}
     proposed_keys: set[SeriesKey] = set()
+    history_only = 0
     for key in sorted(runs):
         series = runs[key]
         metric, unit = key.metric, METRICS[key.metric].unit
         old = current.lookup(key) if current else None
+        if old is None and key.pt2pt_placement() is None:
+            # The weekly families (size sweeps, collective sweep, link matrix, noise) are judged by the history
+            # alone: a proposal would add hundreds of references nobody asked for. A series gets a first
+            # reference here only if it is a gated point-to-point one; any other keeps the reference a person
+            # wrote for it, updated.
+            history_only += 1
+            continue
         later = _newer_toolchain(history, key, toolchain)
         if later:
             newer[later.split()[0]] = newer.get(later.split()[0], 0) + 1
@@ -324,6 +336,10 @@ def propose(history: History, system: str, current: Optional[Baselines], path: P
                 f"mixed; wait until every series has {config.min_runs} accepted {toolchain} runs, or start a new "
                 f"file for {toolchain}")
         data["toolchain"] = toolchain
+    if history_only:
+        notes.append(f"{history_only} series of {system} in the history have no reference in this file and are not "
+                     f"gated point-to-point series (size sweeps, the collective sweep, links, noise): the history "
+                     f"judges them, no reference is proposed")
     for generation, count in sorted(newer.items()):
         notes.append(f"toolchain {generation} has accepted runs of {count} series of {system} newer than this "
                      f"file's {toolchain}: propose for it with --toolchain {generation}")

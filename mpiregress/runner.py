@@ -29,6 +29,7 @@ from . import (
     results,
     run_folder,
     summary,
+    systems,
     toolchain,
 )
 from .builds import BuildOptions
@@ -130,44 +131,50 @@ def _commit() -> str:
         return ""
 
 
-def _detect_local_topology(topology_dir: Path, env: dict[str, str]) -> None:
-    """Write the host's topology where ReFrame looks for the local partition's."""
-    target = topology_dir / "local-batch" / "processor.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([_reframe(), f"--detect-host-topology={target}"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    if done.returncode != 0 or not target.exists():
-        raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
+def _detect_topologies(opts: RunOptions, topology_dir: Path, env: dict[str, str]) -> None:
+    """Write this host's topology where ReFrame looks for each partition of the run that says
+    ``topology: detect`` (systems/<name>.yaml); partitions with a recorded topology are left alone."""
+    for part in systems.get(opts.system).partitions_named(opts.partition):
+        if not part.detects_topology:
+            continue
+        target = topology_dir / part.key / "processor.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([_reframe(), f"--detect-host-topology={target}"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0 or not target.exists():
+            raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
 
 
-def _ensure_local_build(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
-    """Reuse or build, for this host, every method the local system builds for real (its ``methods``);
-    the sentences of the methods that cannot build here (their checks then skip with the reason)."""
-    from . import systems
+def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
+    """For a system that builds on demand (``builds: on_demand``): reuse or build, for each target of
+    the run's partitions, every one of its ``methods`` the run asks for; the sentences of the methods
+    that cannot build here (their checks then skip with the reason)."""
     from .builds import method as build_method
     from .errors import NotAvailableError
 
-    host = microarch.host_target()
+    system = systems.get(opts.system)
     skipped = []
-    for name in [m for m in systems.get("local").methods if m in methods]:
-        usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, host)]
-        # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
-        # without one, any build these nodes can run is reused rather than failing offline.
-        if usable and not (opts.source_mirror or opts.sha256_override):
-            _log(f"reusing {name} build {usable[0].path} (target {usable[0].target})")
-            continue
-        _log(f"{name} build of OSU {tc.osu['version']} for {host} (reused when nothing changed)")
-        try:
-            built = build_method(name).build(BuildOptions(
-                method=name, toolchain_file=opts.toolchain_file, target=host,
-                manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
-                system="local", partition="batch", source_mirror=opts.source_mirror,
-                sha256_override=opts.sha256_override))
-        except NotAvailableError as err:
-            skipped.append(f"{name} build not available here: {err}")
-            _log(skipped[-1])
-            continue
-        _log(f"built {built.path}")
+    for part in system.partitions_named(opts.partition):
+        target = part.build_target()
+        for name in [m for m in system.methods if m in methods]:
+            usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, target)]
+            # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
+            # without one, any build these nodes can run is reused rather than failing offline.
+            if usable and not (opts.source_mirror or opts.sha256_override):
+                _log(f"reusing {name} build {usable[0].path} (target {usable[0].target})")
+                continue
+            _log(f"{name} build of OSU {tc.osu['version']} for {target} (reused when nothing changed)")
+            try:
+                built = build_method(name).build(BuildOptions(
+                    method=name, toolchain_file=opts.toolchain_file, target=target,
+                    manifest_dir=opts.manifest_dir, install_root=paths.install_root(),
+                    system=opts.system, partition=part.name, source_mirror=opts.source_mirror,
+                    sha256_override=opts.sha256_override))
+            except NotAvailableError as err:
+                skipped.append(f"{name} build not available here: {err}")
+                _log(skipped[-1])
+                continue
+            _log(f"built {built.path}")
     return skipped
 
 
@@ -178,8 +185,7 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
     for existing in manifest.find_all(opts.manifest_dir):
         if existing.path:
             shutil.copy(existing.path, planned / Path(existing.path).name)
-    targets = ([p.target for p in tc.partitions() if p.system == opts.system]
-               if opts.system != "local" else [microarch.host_target()])
+    targets = sorted({p.build_target() for p in systems.get(opts.system).partitions})
     for method in methods:
         for target in targets:
             if (planned / f"{method}-{target}.json").exists():
@@ -247,7 +253,7 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
     if env.get("MPIREGRESS_IN_ALLOCATION"):
         # One allocation, its nodes shared by every check: benchmarks must not overlap.
         cmd += ["--exec-policy=serial"]
-    if opts.system != "local" and not env.get("LMOD_CMD") and LMOD_INIT.exists():
+    if systems.get(opts.system).uses_lmod and not env.get("LMOD_CMD") and LMOD_INIT.exists():
         # The clusters' programming environments load modules; a login shell has Lmod
         # ready, a bare CI shell may not.
         return ["bash", "-c", f"source {LMOD_INIT} && exec {shlex.join(cmd)}"]
@@ -367,15 +373,19 @@ def _slurm_faults(env: dict[str, str], nodes: set[str]) -> Optional[str]:
     return None
 
 
-def _classify_infrastructure(found: list[results.Result], env: dict[str, str]) -> list[results.Result]:
-    """Mark errors that Slurm caused as infrastructure; return the infrastructure errors."""
+def _classify_infrastructure(found: list[results.Result], env: dict[str, str],
+                             lost: Optional[str] = None) -> list[results.Result]:
+    """Mark errors that Slurm caused as infrastructure (``lost``: the node loss that stopped the run, in
+    Slurm's words); return the infrastructure errors."""
     errors = [r for r in found if r.status == "error"]
     unexplained = [r for r in errors if not osu_output.is_infrastructure(r.reason)]
     if unexplained:
-        fault = _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
+        fault = lost or _slurm_faults(env, {n for r in errors for n in r.nodelist} or {"*"})
         if fault:
             for r in unexplained:
-                r.reason = f"{fault}; the check saw: {r.reason}"
+                # ReFrame's words for a check the run stopped ("aborted due to ForceExitError") say the run's.
+                saw = "stopped by the run before it finished" if lost and "ForceExitError" in r.reason else r.reason
+                r.reason = f"{fault}; the check saw: {saw}"
     infrastructure = [r for r in errors if osu_output.is_infrastructure(r.reason)]
     for r in infrastructure:
         # Slurm, not the build or the benchmark, stopped it: a retry may pass (the verdict's "infrastructure").
@@ -396,10 +406,10 @@ def run(opts: RunOptions) -> int:
         try:
             methods = check_options(opts)
             folder.step("options checked")
-            if opts.system == "local" and not opts.dry_run:
+            if systems.get(opts.system).managed_cluster and not opts.dry_run:
                 from .local_cluster import LocalCluster
 
-                cluster = LocalCluster()
+                cluster = LocalCluster(system=opts.system)
                 cluster.claim(f"report folder {opts.report_dir}")
             return _run(opts, methods, folder, cluster)
         except MpiRegressError as err:
@@ -438,16 +448,15 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     topology_dir = paths.checks_dir() / "topology"
     manifest_dir = opts.manifest_dir
     env = _environment(opts, topology_dir, manifest_dir)
-    if opts.system == "local":
-        _detect_local_topology(topology_dir, env)
-        if cluster is not None:
-            cluster.start()
-            env.update(cluster.client_env())
-            _log(f"local Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
-            folder.step(f"local Slurm up ({cluster.state_dir})")
-            if opts.build_missing:
-                notes += _ensure_local_build(opts, tc, methods)
-                folder.step("local builds of OSU ready (systems/local.yaml methods)")
+    _detect_topologies(opts, topology_dir, env)
+    if cluster is not None:
+        cluster.start()
+        env.update(cluster.client_env())
+        _log(f"the project's Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
+        folder.step(f"the project's Slurm up ({cluster.state_dir})")
+    if systems.get(opts.system).builds_on_demand and opts.build_missing and not opts.dry_run:
+        notes += _ensure_builds(opts, tc, methods)
+        folder.step(f"builds of OSU ready (systems/{opts.system}.yaml methods)")
     if opts.dry_run:
         manifest_dir = _planned_manifests(opts, tc, methods)
         env["MPIREGRESS_MANIFEST_DIR"] = str(manifest_dir)
@@ -457,10 +466,11 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         _check_reachable(env)
     found_a = _prepare_ab(opts, methods, env, manifest_dir, folder) if opts.ab_against else None
     report = opts.report_dir / "reframe-report.json"
-    proc = _reframe_run(opts, methods, env, folder)
+    lost: list[str] = []
+    proc = _reframe_run(opts, methods, env, folder, lost=lost)
     folder.step(f"ReFrame ran (exit {proc.returncode}; its output is in reframe.out)")
     if not report.exists():
-        fault = None if opts.dry_run else _slurm_faults(env, {"*"})
+        fault = None if opts.dry_run else (lost[0] if lost else _slurm_faults(env, {"*"}))
         if fault:
             raise InfrastructureError(f"ReFrame exited with code {proc.returncode} and wrote no report: {fault}")
         raise MpiRegressError(f"ReFrame exited with code {proc.returncode} and wrote no report; "
@@ -479,7 +489,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         code = _dry_run_verdict(found, opts)
         folder.write_status("finished", code, "dry run: job scripts written, nothing submitted")
         return code
-    _classify_infrastructure(found, env)
+    _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
     judged = compose.of_run(found, problems, opts.event)
@@ -512,13 +522,16 @@ def _adopt_junit(folder: run_folder.RunFolder, opts: RunOptions, judged: compose
 
 
 def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
-                 folder: run_folder.RunFolder, extra: Sequence[str] = ()) -> "subprocess.Popen[str]":
+                 folder: run_folder.RunFolder, extra: Sequence[str] = (),
+                 lost: Optional[list[str]] = None) -> "subprocess.Popen[str]":
     """Run ReFrame as a child that cannot outlive the run, its reports staged privately and adopted.
 
     ReFrame writes its JSON and JUnit reports when it ends, also when it is stopped: they go to a
     private folder and are moved into the report folder by the run itself, so nothing reaches the
     folder behind the run's back. On any exit by exception (a signal included) ReFrame's group is
-    stopped and the run's Slurm jobs are cancelled by id before the exception travels on.
+    stopped and the run's Slurm jobs are cancelled by id before the exception travels on. A node lost
+    under one of the run's jobs (Slurm's words, appended to ``lost``) stops ReFrame early: the rest of
+    the run could only wait on that node.
     """
     record = None if opts.dry_run else folder.path / cancel.JOBS_FILE
     children = cancel.RunChildren(record, env, watch=not opts.dry_run)
@@ -535,6 +548,10 @@ def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
                 out.write(line)
             proc.wait()
         children.finish()
+        if children.lost is not None:
+            folder.step(f"ReFrame stopped: {children.lost}")
+            if lost is not None:
+                lost.append(children.lost)
         return proc
     except BaseException:
         for sentence in children.stop():

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 SCHEMA = "mpiregress-system/1"
 EXECUTORS = ("jacamar", "shell")
+# A partition's ``target``: an archspec name, or HOST_TARGET for "whatever this host is" (detected at run time).
+HOST_TARGET = "host"
+# A partition's ``topology``: "recorded" (checks/topology/<system>-<partition>/, committed) or "detect"
+# (ReFrame detects this host's at run time and writes it there).
+TOPOLOGIES = ("recorded", "detect")
+# A system's ``builds``: "pipeline" (its build jobs make them; a run refuses a missing build) or
+# "on_demand" (a run builds each of its ``methods`` that has no usable build, for its partitions' targets).
+BUILDS = ("pipeline", "on_demand")
+MODULES_SYSTEMS = ("lmod", "nomod")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -34,10 +43,22 @@ class Partition:
     system: str
     name: str
     descr: str
-    target: Optional[str]          # None: this host's target (the local system)
+    target: Optional[str]          # None: this host's target (``target: host``), detected at run time
     slurm: tuple[str, ...]         # sbatch/ReFrame access options, e.g. ("--partition=batch", "--constraint=skylake")
     eessi_subdir: str = ""
     reframe: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    topology: str = "recorded"     # one of TOPOLOGIES
+
+    def build_target(self) -> str:
+        """The archspec target its builds are made for: the fixed one, or this host's (``target: host``)."""
+        from .microarch import host_target
+
+        return self.target or host_target()
+
+    @property
+    def detects_topology(self) -> bool:
+        """True when the run detects this partition's topology on this host (``topology: detect``)."""
+        return self.topology == "detect"
 
     @property
     def constraint(self) -> str:
@@ -63,6 +84,32 @@ class System:
     @property
     def methods(self) -> list[str]:
         return [str(m) for m in self.data.get("methods") or []]
+
+    @property
+    def managed_cluster(self) -> bool:
+        """True when the project starts this system's Slurm itself (a ``cluster:`` section, read by
+        ``mpiregress cluster start``): a run claims it and starts it when it is down."""
+        return isinstance(self.data.get("cluster"), dict)
+
+    @property
+    def builds_on_demand(self) -> bool:
+        """True when a run builds its missing builds itself (``builds: on_demand``), not the pipeline's build jobs."""
+        return self.data.get("builds", "pipeline") == "on_demand"
+
+    @property
+    def uses_lmod(self) -> bool:
+        """True when its programming environments load Lmod modules (``modules_system: lmod``)."""
+        return self.data.get("modules_system") == "lmod"
+
+    def partitions_named(self, name: Optional[str]) -> list[Partition]:
+        """Its partition ``name`` (every partition when None); an InputError names the known ones."""
+        if name is None:
+            return list(self.partitions)
+        found = [p for p in self.partitions if p.name == name]
+        if not found:
+            raise InputError(f"system {self.name} has no partition {name!r} "
+                             f"(known: {', '.join(p.name for p in self.partitions)})")
+        return found
 
     @property
     def families(self) -> list[str]:
@@ -167,6 +214,12 @@ def load_file(path: Path) -> System:
         floor_from(data.get("noise_floor"), str(path))
     except ValueError as err:
         raise _fail(path, "noise_floor", str(err)) from None
+    for key, allowed, default in (("modules_system", MODULES_SYSTEMS, None), ("builds", BUILDS, "pipeline")):
+        value = data.get(key, default)
+        if value not in allowed:
+            raise _fail(path, key, f"must be one of {', '.join(allowed)}, found {value!r}")
+    if "cluster" in data:
+        _check_cluster(path, data["cluster"])
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
     from .builds.host_toolchain import from_system
@@ -181,15 +234,37 @@ def load_file(path: Path) -> System:
         if not isinstance(slurm, list) or not all(isinstance(o, str) and o.startswith("--") for o in slurm):
             raise _fail(path, f"{key}.slurm", "must be a list of sbatch options like --partition=batch")
         target = spec.get("target")
-        if target is not None:
+        if not target or not isinstance(target, str):
+            raise _fail(path, f"{key}.target", f"must be an archspec target like skylake_avx512, or "
+                                                f"'{HOST_TARGET}' for this host's target detected at run time")
+        if target != HOST_TARGET:
             from .microarch import lookup
 
-            lookup(str(target))
+            try:
+                lookup(target)
+            except InputError as err:
+                raise _fail(path, f"{key}.target", f"{err} (or '{HOST_TARGET}' for this host's)") from None
+        topology = spec.get("topology", "recorded")
+        if topology not in TOPOLOGIES:
+            raise _fail(path, f"{key}.topology", f"must be one of {', '.join(TOPOLOGIES)}, found {topology!r}")
         parts.append(Partition(system=name, name=str(pname), descr=str(spec.get("descr", pname)),
-                               target=str(target) if target is not None else None, slurm=tuple(slurm),
+                               target=None if target == HOST_TARGET else target, slurm=tuple(slurm),
                                eessi_subdir=str(spec.get("eessi_subdir") or ""),
-                               reframe=dict(spec.get("reframe") or {})))
+                               reframe=dict(spec.get("reframe") or {}), topology=str(topology)))
     return System(name=name, path=path, data=data, partitions=tuple(parts))
+
+
+def _check_cluster(path: Path, block: Any) -> None:
+    """A ``cluster:`` section is what ``mpiregress cluster start`` reads: a mapping of a node count and a network."""
+    if not isinstance(block, dict):
+        raise _fail(path, "cluster", "must be a mapping (nodes, network) of the Slurm the project starts itself")
+    from .local_cluster import NETWORKS, _checked_layout
+
+    try:
+        # Only the keys given are checked here (an absent one takes `cluster start`'s default).
+        _checked_layout(block.get("nodes", 1), block.get("network", NETWORKS[0]))
+    except InputError as err:
+        raise _fail(path, "cluster", str(err).replace("the local cluster's ", "")) from None
 
 
 @lru_cache(maxsize=8)

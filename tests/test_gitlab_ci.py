@@ -52,6 +52,8 @@ CLUSTER_BENCH = (
     | {"run:iris:broadwell", "run:iris:skylake", "run:aion:batch", "verdict:iris", "verdict:aion"}
 )
 CLUSTER_HISTORY = {"history:iris", "history:aion"}
+# The schedule's baseline proposal merge request, per system, after its verdict and history jobs.
+CLUSTER_PROPOSAL = {"proposal:iris", "proposal:aion"}
 # Toolchain MRs only: the MR's builds against the target branch's, interleaved (issue 13).
 LOCAL_AB = {"ab:local:batch"}
 CLUSTER_AB = {"ab:iris:broadwell", "ab:iris:skylake", "ab:aion:batch"}
@@ -201,10 +203,10 @@ def real_jobs(pipeline: dict) -> dict[str, dict]:
 def test_cluster_jobs_are_gated_against_forks_and_unselected_systems(expanded):
     jobs = real_jobs(expanded)
     cluster = {name: job for name, job in jobs.items() if "jacamar" in job.get("tags", [])}
-    # 3 build matrices, 3 runs, and the verdict and history for each cluster; per partition the
-    # weekly collective and point-to-point sweeps, link matrix and noise jobs, the after-maintenance
-    # node-list link test and the toolchain MRs' A/B job.
-    assert len(cluster) == 10 + 6 * 3, sorted(cluster)
+    # 3 build matrices, 3 runs, and the verdict, history and baseline proposal for each cluster; per
+    # partition the weekly collective and point-to-point sweeps, link matrix and noise jobs, the
+    # after-maintenance node-list link test and the toolchain MRs' A/B job.
+    assert len(cluster) == 12 + 6 * 3, sorted(cluster)
     for name, job in cluster.items():
         rules = job["rules"]
         system = job["variables"]["MPIREGRESS_SYSTEM"]
@@ -362,13 +364,14 @@ def test_mr_from_a_fork_never_reaches_a_cluster_or_benchmark_runner(gitlab_ci_lo
 def test_schedule_on_the_local_machine_runs_only_the_local_matrix(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path)
     jobs = job_list(gitlab_ci_local, repo, {"CI_PIPELINE_SOURCE": "schedule", "MPIREGRESS_SYSTEMS": "local"})
-    assert jobs == LINT | LOCAL_BENCH | {"history:local"}
+    assert jobs == LINT | LOCAL_BENCH | {"history:local", "proposal:local"}
 
 
 def test_schedule_runs_the_full_matrix_on_both_clusters(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path)
     jobs = job_list(gitlab_ci_local, repo, {"CI_PIPELINE_SOURCE": "schedule"})
-    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_HISTORY | CLUSTER_WEEKLY
+    assert jobs == (LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_HISTORY
+                    | CLUSTER_WEEKLY | CLUSTER_PROPOSAL)
 
 
 def test_an_admin_tests_a_node_list_after_maintenance_from_the_pipeline_page(gitlab_ci_local, tmp_path):
@@ -534,7 +537,7 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     variables = {"CI_PIPELINE_SOURCE": "schedule", **local_pipeline_vars, **ONE_NODE_ONLY}
     done, verdicts = run_pipeline(gitlab_ci_local, repo, variables)
     assert done.returncode == 0, tail(done)
-    jobs = LINT | LOCAL_BENCH | {"history:local"}
+    jobs = LINT | LOCAL_BENCH | {"history:local", "proposal:local"}
     assert set(verdicts) == jobs, tail(done)
     assert all(verdicts[job] == "PASS" for job in jobs - {"verdict:local"}), tail(done)
     assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
@@ -546,6 +549,23 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     with sqlite3.connect(history) as db:
         kinds = {row[0] for row in db.execute("select kind from runs")}
     assert "schedule" in kinds
+
+
+def test_the_schedule_proposes_baselines_after_its_verdict_and_history(expanded):
+    """proposal:<system>: weekly only, after verdict:<system> and history:<system> (whatever they ended in:
+    the proposal holds anomalies back itself), one `baseline propose --merge-request`, never on a compute node."""
+    jobs = real_jobs(expanded)
+    for system in ("local", "iris", "aion"):
+        job = jobs[f"proposal:{system}"]
+        assert [n["job"] for n in job["needs"]] == [f"verdict:{system}", f"history:{system}"]
+        assert not any(n["artifacts"] for n in job["needs"])
+        assert job["stage"] == "verdict" and job["script"] == ["ci/jobs/proposal.sh"]
+        sources = [r.get("if", "") for r in job["rules"] if r.get("when") != "never"]
+        assert sources == ['$CI_PIPELINE_SOURCE == "schedule"'] and job["rules"][-1]["when"] == "always"
+        assert "compute" not in job.get("tags", [])
+        assert job["artifacts"]["paths"] == [f"reports/proposal-{system}/"]
+    script = (REPO / "ci" / "jobs" / "proposal.sh").read_text()
+    assert re.search(r"^mpiregress baseline propose .*--merge-request", script, re.M)
 
 
 def test_every_cluster_job_that_submits_slurm_jobs_cancels_them_in_after_script(expanded):

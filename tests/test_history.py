@@ -16,9 +16,7 @@ import pytest
 
 from mpiregress import cli, history
 from mpiregress.errors import InputError
-from mpiregress.names import METRICS
-from mpiregress.results import pt2pt, pt2pt_key
-from mpiregress.results import Result, dump
+from mpiregress.results import Result, dump, pt2pt, pt2pt_key
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,7 +199,7 @@ def test_two_processes_importing_at_once_lose_nothing(tmp_path):
                               stderr=subprocess.PIPE, text=True)
              for paths in files.values()]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err
     with history.open_history(db) as h:
         runs = h.runs()
@@ -237,3 +235,12 @@ def test_a_schema_1_history_is_upgraded_in_place_with_a_backup_and_keeps_every_r
     copy.close()
     with history.open_history(path) as again:                 # the second open has nothing to upgrade
         assert again.upgraded == "" and len(again.rows()) == before[0]
+
+
+def test_the_newest_row_of_a_series_is_read_from_an_index_not_by_sorting_its_history(tmp_path):
+    """Every import asks it once per series; sorting a year of rows each time doubled the import's cost."""
+    with history.open_history(tmp_path / "h.sqlite"):
+        pass
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        plan = " | ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + history.NEWEST_TOOLCHAIN_SQL, ("",) * 6))
+    assert "USING INDEX measurements_series_time" in plan and "TEMP B-TREE" not in plan, plan

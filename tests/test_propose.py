@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from datetime import date
 from pathlib import Path
@@ -189,6 +190,22 @@ references:
 WEEKS = 30
 
 
+def anomalous_week(h, rng, week):
+    """One week of the anomalous history (see :func:`anomalous`); the spack step stays from week 27 on."""
+    def r(method, placement, metric, value):
+        value *= float(np.exp(rng.normal(0, 0.01)))
+        return pt2pt("iris", "skylake", method, placement, metric, value,
+                     samples=[value, value * 1.001, value * 0.999], toolchain="2023b",
+                     time=f"2025-{1 + week // 4:02d}-{1 + 7 * (week % 4):02d}T02:00:00+00:00",
+                     commit=f"sha{week}", pipeline=f"{100 + week}")
+    h.import_results([
+        r("easybuild", "same_numa", "bandwidth", 17400.0), r("spack", "same_numa", "bandwidth", 17300.0),
+        r("eessi", "same_numa", "bandwidth", 4900.0),
+        r("spack", "cross_node", "latency", 4.4 * (1.2 if week >= WEEKS - 3 else 1.0)),
+        r("source", "cross_node", "latency", 4.4 * (0.9 if week >= 12 else 1.0)),
+    ], run_id=f"w{week:02d}")
+
+
 @pytest.fixture
 def anomalous(tmp_path):
     """30 weeks: EESSI same-NUMA bandwidth 70 % behind the other builds all along; spack cross-node
@@ -197,18 +214,7 @@ def anomalous(tmp_path):
     rng = np.random.default_rng(3)
     with history.open_history(tmp_path / "h.sqlite") as h:
         for week in range(WEEKS):
-            def r(method, placement, metric, value):
-                value *= float(np.exp(rng.normal(0, 0.01)))
-                return pt2pt("iris", "skylake", method, placement, metric, value,
-                             samples=[value, value * 1.001, value * 0.999], toolchain="2023b",
-                             time=f"2025-{1 + week // 4:02d}-{1 + 7 * (week % 4):02d}T02:00:00+00:00",
-                             commit=f"sha{week}", pipeline=f"{100 + week}")
-            h.import_results([
-                r("easybuild", "same_numa", "bandwidth", 17400.0), r("spack", "same_numa", "bandwidth", 17300.0),
-                r("eessi", "same_numa", "bandwidth", 4900.0),
-                r("spack", "cross_node", "latency", 4.4 * (1.2 if week >= WEEKS - 3 else 1.0)),
-                r("source", "cross_node", "latency", 4.4 * (0.9 if week >= 12 else 1.0)),
-            ], run_id=f"w{week:02d}")
+            anomalous_week(h, rng, week)
         yield h
 
 
@@ -315,3 +321,120 @@ def test_the_command_writes_the_evidence_as_data(anomalous, tmp_path, capsys):
     assert eessi["held_back"].startswith("cross-method")
     proposed = [s for s in data["series"] if s["proposed"]]
     assert proposed and all(s["runs"] >= 5 and s["first_run"] and s["last_run"] for s in proposed)
+
+
+# --- baseline propose --merge-request, end to end against the GitLab API double -----------------------------
+
+@pytest.fixture
+def gitlab(monkeypatch):
+    """The loopback GitLab API double, and this process's CI variables pointing at it (and nothing else)."""
+    from gitlab_double import GitLabDouble
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    for name in [k for k in os.environ if k.startswith(("CI_", "MPIREGRESS_GITLAB"))]:
+        monkeypatch.delenv(name)
+    with GitLabDouble() as double:
+        yield double
+
+
+def propose_mr(monkeypatch, capsys, db, repo, env, *extra):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = cli.main(["baseline", "propose", "--system", "iris", "--db", str(db.path),
+                     "--baselines-dir", str(repo / "baselines"), "--merge-request", *extra])
+    return code, *capsys.readouterr()
+
+
+def test_merge_request_pushes_the_proposal_and_keeps_one_mr_current(anomalous, tmp_path, gitlab, monkeypatch,
+                                                                      capsys):
+    repo = repo_with(tmp_path, STUDY_LIKE)
+    sha = gitlab.add_branch("main", {"baselines/iris.yaml": STUDY_LIKE}, message="Baselines as seeded")
+    description = tmp_path / "mr.md"
+    code, out, err = propose_mr(monkeypatch, capsys, anomalous, repo, gitlab.ci_env(CI_COMMIT_SHA=sha),
+                                "--description", str(description))
+    assert code == OK, err
+    assert out.startswith("diff --git a/baselines/iris.yaml b/baselines/iris.yaml\n")
+    assert "Opened the baseline proposal merge request for baselines/iris.yaml" in err
+    writes = [(c.method, c.path) for c in gitlab.writes()]
+    assert writes == [("POST", "/projects/42/repository/commits"), ("POST", "/projects/42/merge_requests")]
+    commit = gitlab.writes()[0].body or {}
+    assert commit["branch"] == "mpiregress/baselines-iris" and commit["start_sha"] == sha and commit["force"]
+    [action] = commit["actions"]
+    assert (action["action"], action["file_path"]) == ("update", "baselines/iris.yaml")
+    # What was pushed is what the printed diff makes of the checkout: apply the diff and compare.
+    patch = tmp_path / "p.diff"
+    patch.write_text(out)
+    subprocess.run(["git", "apply", str(patch)], cwd=repo, check=True)
+    assert action["content"] == (repo / "baselines" / "iris.yaml").read_text()
+    subprocess.run(["git", "checkout", "--", "."], cwd=repo, check=True)
+
+    mr = gitlab.state.mrs[1]
+    assert (mr["source_branch"], mr["target_branch"], mr["labels"]) == \
+        ("mpiregress/baselines-iris", "main", ["mpiregress::proposal"])
+    text = mr["description"]
+    assert text == description.read_text() and text.startswith("<!-- mpiregress:proposal:iris -->\n")
+    # The evidence per series: value proposed against the current one, the runs used, the toolchain ...
+    row = next(line for line in text.splitlines() if line.startswith("| iris/skylake source cross_node latency |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "4.4 us ±15%" and cells[2].startswith("3.9") and cells[3].startswith("-")
+    assert cells[4].startswith("10 (w") and cells[5] == "2023b" and cells[6].startswith("new level since run w12")
+    # ... and every held-back series with its reason.
+    held = text[text.index("### Held back (2)"):]
+    assert "| iris/skylake eessi same_numa bandwidth | 4926 MB/s ±15% | 2023b | cross-method:" in held
+    assert "| iris/skylake spack cross_node latency |" in held and "unconfirmed change point" in held
+    assert f"[this pipeline]({gitlab.project_url}/-/pipelines/500)" in text
+
+    # Seven weeks later the spack step is confirmed (10 runs at its new level): a new commit on the same
+    # branch, the same merge request updated in place.
+    rng = np.random.default_rng(4)
+    for week in range(WEEKS, WEEKS + 7):
+        anomalous_week(anomalous, rng, week)
+    gitlab.calls.clear()
+    code, out, err = propose_mr(monkeypatch, capsys, anomalous, repo,
+                                gitlab.ci_env(CI_COMMIT_SHA=sha, CI_PIPELINE_ID=507,
+                                              CI_PIPELINE_URL=f"{gitlab.project_url}/-/pipelines/507"))
+    assert code == OK and "Updated the baseline proposal merge request" in err and "(new commit)" in err
+    assert [(c.method, c.path) for c in gitlab.writes()] == [("POST", "/projects/42/repository/commits"),
+                                                            ("PUT", "/projects/42/merge_requests/1")]
+    assert len(gitlab.state.mrs) == 1 and gitlab.branch_commit("mpiregress/baselines-iris").parent == sha
+    text = gitlab.state.mrs[1]["description"]
+    assert "pipelines/507" in text and "### Held back (2)" in text
+    # The spack step is no longer "unconfirmed": it is now held back as 35 % behind the source build.
+    spack = next(line for line in text.splitlines() if line.startswith("| iris/skylake spack cross_node latency |"))
+    assert "cross-method:" in spack and "unconfirmed" not in spack
+    pushed = gitlab.branch_files("mpiregress/baselines-iris")["baselines/iris.yaml"]
+    assert pushed != action["content"] and "# study: genuine problem (EasyBuild reaches 17483 MB/s here)" in pushed
+    assert all(c.status < 400 and c.authenticated for c in gitlab.calls)
+
+
+def test_merge_request_without_a_token_is_one_sentence_and_the_diff(anomalous, tmp_path, gitlab, monkeypatch,
+                                                                     capsys):
+    repo = repo_with(tmp_path, STUDY_LIKE)
+    gitlab.add_branch("main", {"baselines/iris.yaml": STUDY_LIKE})
+    code, out, err = propose_mr(monkeypatch, capsys, anomalous, repo,
+                                gitlab.ci_env(MPIREGRESS_GITLAB_TOKEN=None))
+    assert code == OK and out.startswith("diff --git a/baselines/iris.yaml")
+    assert err.splitlines()[-1] == ("The baseline proposal merge request was not published: the CI/CD variable "
+                                    "MPIREGRESS_GITLAB_TOKEN is not set (a project access token with scope api; "
+                                    "see docs/pipeline.md).")
+    assert "Traceback" not in err and gitlab.calls == []
+
+
+def test_series_without_a_reference_that_are_not_gated_are_left_to_the_history(db, baselines_dir):
+    """The weekly size sweep's series reach the history by the hundred: no first reference for them."""
+    for week in range(8):
+        runs = []
+        for size in (1, 1024, 4194304):
+            r = result(week, 1.0 + size / 1e4)
+            r.parameters["size"], r.parameters["sweep"] = size, "1:4194304"
+            runs.append(r)
+        db.import_results(runs, run_id=f"sweep-w{week}")
+    path = baselines_dir / "iris.yaml"
+    proposal = propose(db, "iris", baselines.load(path), path, today=date(2025, 6, 1))
+    assert all("sweep" not in e.series for e in proposal.evidence) and "sweep" not in proposal.text
+    assert "3 series of iris in the history have no reference in this file" in proposal.notes[0]
+    # The gated series are still proposed, the file's own ones updated.
+    assert {e.series for e in proposal.evidence if e.proposed} == {"iris/skylake source same_numa bandwidth",
+                                                                    "iris/skylake source same_numa latency"}

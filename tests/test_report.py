@@ -1,24 +1,24 @@
 """Reports: one self-contained HTML page, the MR Markdown, JUnit that parses; the report command."""
 from __future__ import annotations
 
+import base64
+import io
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from PIL import Image
 
 from mpiregress import cli, history, report
 from mpiregress.errors import ERROR, OK
-from mpiregress.names import METRICS
 from mpiregress.report import html, junit, markdown, verdict_text
-from mpiregress.results import pt2pt
-from mpiregress.results import Result, dump
+from mpiregress.results import Result, dump, pt2pt
 
 BASE = {("latency", "same_numa"): 0.58, ("latency", "cross_node"): 4.1,
         ("bandwidth", "same_numa"): 14500.0, ("bandwidth", "cross_node"): 12300.0}
 
 
 def result(method, placement, metric, factor=1.0, week=0, status="pass", reason="", size=None, commit=None):
-    spec = METRICS[metric]
     wobble = 1 + 0.004 * ((week * 7 + len(method)) % 5 - 2)
     value = BASE[(metric, placement)] * factor * wobble
     samples = [] if status != "pass" else [value, value * 1.003, value * 0.998]
@@ -191,11 +191,13 @@ def test_the_cause_follows_a_node_or_names_the_link_matrix(db):
            "passed on other nodes (2 series, on n05, n06)" in data.causes[run[0].key()]
     # The weekly link matrix flagged n03: that is named first, with the run it came from.
     from helpers.linkrun import make_run
+
     from mpiregress.links import analysis, series
 
     found = analysis.analyse(make_run([f"n{i:02d}" for i in range(8)], slow_ranks=[3]))
-    db.import_results(series.series_results(found, {"system": "aion", "partition": "batch", "method": "source", "toolchain": "2023b",
-                                                    "time": "2025-05-01T02:00:00+00:00"}), run_id="links")
+    db.import_results(series.series_results(found, {"system": "aion", "partition": "batch", "method": "source",
+                                                    "toolchain": "2023b", "time": "2025-05-01T02:00:00+00:00"}),
+                      run_id="links")
     data = report.build(run, db, {})
     assert len(data.causes) == 2 and all(c.startswith("link: ") and "the link matrix of 2025-05-01 flagged node "
                                          "n03" in c for c in data.causes.values())
@@ -276,3 +278,45 @@ def test_the_report_says_agree_only_when_two_methods_ran(db):
     page = html.render(alone)
     assert "Only one build method ran (source): there is nothing to compare it with." in page
     assert "agree within the noise" not in page
+
+
+def test_only_the_panels_that_need_a_look_are_drawn_in_full_the_quiet_ones_as_rows(db):
+    from mpiregress.report import figures, trend_panels
+
+    data = report.build(current_run(), db, {})
+    why = {p.title(): reason for p, reason in trend_panels.notable(data).items()}
+    # The regression, the crashed series and the EESSI bandwidth the cross-method check finds behind source.
+    assert why == {"aion/batch latency cross_node": "source moved (worse)",
+                   "aion/batch latency same_numa": "source: error",
+                   "aion/batch bandwidth same_numa": "eessi: behind"}
+    full, quiet = trend_panels.split(data, list(data.trends))
+    assert [p.title() for p in full] == ["aion/batch bandwidth same_numa", "aion/batch latency same_numa",
+                                         "aion/batch latency cross_node"]
+    assert [p.title() for p in quiet] == ["aion/batch bandwidth cross_node"]
+    page = html.render(data)
+    assert page.split("<h2>")[1].startswith("What changed this week</h2>")
+    trends = page.split("<h2>Trends</h2>")[1].split("<h2>")[0]
+    assert re.findall(r"<h3>([^<]*)</h3>", trends) == [
+        "aion/batch latency (same_numa: source: error; cross_node: source moved (worse))",
+        "aion/batch bandwidth (same_numa: eessi: behind)", "Quiet series"]
+    # The quiet figure has one row per quiet panel, named on the left.
+    keys = [k for k in data.trends if trend_panels.Panel.of(k) in quiet]
+    fig = figures.quiet_trends_figure([(p.title(), keys) for p in quiet], data.trends, data.changes, {})
+    assert [t.get_text() for t in fig.axes[0].texts][0] == "aion/batch bandwidth cross_node"
+    assert len(fig.axes) == 1
+    # Figures are 256-colour PNGs.
+    png = re.search(r'src="data:image/png;base64,([^"]+)"', trends).group(1)
+    assert Image.open(io.BytesIO(base64.b64decode(png))).mode == "P"
+
+
+def test_date_ticks_are_quarters_over_a_year_and_months_over_a_season():
+    from datetime import datetime, timezone
+
+    from mpiregress.report import figures
+
+    def utc(*when):
+        return datetime(*when, tzinfo=timezone.utc)
+
+    ticks, labels = figures.date_ticks(utc(2025, 1, 6), utc(2026, 1, 12))
+    assert labels == ["Apr 2025", "Jul", "Oct", "Jan 2026"] and ticks[0] == utc(2025, 4, 1)
+    assert figures.date_ticks(utc(2025, 1, 1), utc(2025, 4, 20))[1] == ["Jan 2025", "Feb", "Mar", "Apr"]

@@ -53,6 +53,15 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d.update(noise_floor={"max_detour_us": -3}), "'noise_floor' max_detour_us must be a positive"),
     (lambda d: d.update(noise_floor={"detour": 500}), "'noise_floor' must be a mapping with 'efficiency'"),
     (lambda d: d.update(weekly_sweeps=["pt2pt-swep"]), "'weekly_sweeps' unknown famil(ies) pt2pt-swep"),
+    # What sets the local system apart is data any system may carry, checked as such.
+    (lambda d: d["partitions"]["batch"].pop("target"), "'partitions.batch.target' must be an archspec target"),
+    (lambda d: d["partitions"]["batch"].update(target="zen9"), "'partitions.batch.target' 'zen9' is not a micro"),
+    (lambda d: d["partitions"]["batch"].update(topology="probe"),
+     "'partitions.batch.topology' must be one of recorded, detect, found 'probe'"),
+    (lambda d: d.update(builds="nightly"), "'builds' must be one of pipeline, on_demand, found 'nightly'"),
+    (lambda d: d.update(modules_system="tmod"), "'modules_system' must be one of lmod, nomod, found 'tmod'"),
+    (lambda d: d.update(cluster="managed"), "'cluster' must be a mapping"),
+    (lambda d: d.update(cluster={"network": "wifi"}), "'cluster' network must be one of"),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
@@ -134,7 +143,7 @@ def test_a_demo_cluster_needs_no_python_change(gitlab_ci_local, tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = {job["name"] for job in json.loads(done.stdout) if job["when"] != "never"}
     demo = {name for name in jobs if "demo" in name}
-    assert demo == {"lint:dry-run:demo", "run:demo:batch", "verdict:demo", "history:demo",
+    assert demo == {"lint:dry-run:demo", "run:demo:batch", "verdict:demo", "history:demo", "proposal:demo",
                     *(f"build:demo:batch: [{m}]" for m in ("source", "spack", "easybuild", "eessi")),
                     # the weekly schedule's own jobs: collective and point-to-point sweeps, link matrix, noise
                     "sweep:demo:batch", "pt2pt-sweep:demo:batch", "links:demo:batch", "noise:demo:batch"}

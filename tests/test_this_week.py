@@ -44,3 +44,18 @@ def test_an_older_change_is_not_this_weeks_and_nothing_is_said_plainly(tmp_path)
         data = report.build([], db, {})
     assert this_week.sentences(data) == ["Nothing changed: every series is within its band and no series has a "
                                          "new level in its last 4 runs."]
+
+
+def test_a_level_new_this_week_draws_its_panels_in_full_an_older_one_only_as_quiet_rows(tmp_path):
+    from mpiregress.report import trend_panels
+
+    with history.open_history(tmp_path / "new.sqlite") as db:
+        year(db, 24, step_from=21)
+        data = report.build([], db, {})
+    full, quiet = trend_panels.split(data, list(data.trends))
+    assert [p.label for p in full] == list(PLACEMENTS) and quiet == []
+    with history.open_history(tmp_path / "old.sqlite") as db:
+        year(db, 24, step_from=10)
+        data = report.build([], db, {})
+    full, quiet = trend_panels.split(data, list(data.trends))
+    assert full == [] and [p.label for p in quiet] == list(PLACEMENTS)

@@ -143,3 +143,45 @@ def _changed(tmp_path: Path, *paths: str) -> Path:
     listing = tmp_path / "changed.txt"
     listing.write_text("\n".join(paths) + "\n")
     return listing
+
+
+def test_the_schedule_keeps_the_weekly_issue_with_the_week_and_the_held_back_proposals(tmp_path, gl):
+    """The schedule's verdict writes the system's weekly issue: the verdict, what changed this week, and
+    the series the weekly proposal holds back with why (the EESSI anomaly of the seed study)."""
+    from test_propose import STUDY_LIKE, WEEKS, anomalous_week
+
+    from mpiregress import history
+
+    rng = np.random.default_rng(3)
+    with history.open_history(tmp_path / "h.sqlite") as h:
+        for week in range(WEEKS):
+            anomalous_week(h, rng, week)
+
+    class Capture:
+        def import_results(self, results, run_id):
+            self.results = results
+    this_week = Capture()
+    anomalous_week(this_week, rng, WEEKS)
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "iris.yaml").write_text(STUDY_LIKE)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(dump(this_week.results))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CI_", "MPIREGRESS_GITLAB"))}
+    env = gl.ci_env(CI_PIPELINE_SOURCE="schedule", CI_PIPELINE_ID=800, CI_PROJECT_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "verdict", str(tmp_path / "run" / "results.json"),
+                           "--db", str(tmp_path / "h.sqlite"), "--baselines-dir", str(tmp_path / "baselines"),
+                           "--out-dir", str(tmp_path / "out"), "--min-samples", "3"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**clean, "NO_PROXY": "127.0.0.1,localhost", **env})
+    assert done.returncode in (0, 1, 5), done.stderr
+    assert json.loads((tmp_path / "out" / "verdict.json").read_text())["event"] == "schedule"
+    [issue] = gl.state.issues.values()
+    body = issue["description"]
+    assert "mpiregress::weekly" in issue["labels"]
+    assert body.index("MPI performance:") < body.index("### What changed this week")
+    held = body[body.index("### Baseline proposals held back"):]
+    lines = {line.split(": held back")[0]: line for line in held.splitlines() if ": held back" in line}
+    eessi = lines["- iris: iris/skylake eessi same_numa bandwidth"]
+    assert "cross-method: " in eessi and "eessi" in eessi and "behind easybuild" in eessi
+    assert "- iris: iris/skylake spack cross_node latency" in lines
+    assert "- iris: iris/skylake easybuild same_numa bandwidth" not in lines

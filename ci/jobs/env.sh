@@ -90,8 +90,8 @@ export MPIREGRESS_MANIFEST_DIR="$MPIREGRESS_CHECKOUT/var/manifests"
 export MPIREGRESS_REPORTS_DIR="$MPIREGRESS_CHECKOUT/reports"
 # Install prefixes must outlive the build job (the run job executes them): the clusters set
 # MPIREGRESS_INSTALL_ROOT to a per-pipeline folder on the shared file system (.gitlab-ci.yml);
-# the local runner keeps them beside its one-host Slurm; otherwise the job folder.
-if [ -z "${MPIREGRESS_INSTALL_ROOT:-}" ] && [ "${MPIREGRESS_SYSTEM:-}" = "local" ] && [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then
+# a runner that keeps the local cluster up (MPIREGRESS_LOCAL_STATE_DIR) keeps them beside it; otherwise the job folder.
+if [ -z "${MPIREGRESS_INSTALL_ROOT:-}" ] && [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then
     MPIREGRESS_INSTALL_ROOT="$MPIREGRESS_LOCAL_STATE_DIR/install/${CI_PIPELINE_ID:-manual}-${CI_COMMIT_SHORT_SHA:-0}"
 fi
 export MPIREGRESS_INSTALL_ROOT="${MPIREGRESS_INSTALL_ROOT:-$MPIREGRESS_CHECKOUT/var/install}"
@@ -100,7 +100,7 @@ export MPIREGRESS_INSTALL_ROOT="${MPIREGRESS_INSTALL_ROOT:-$MPIREGRESS_CHECKOUT/
 export MPIREGRESS_HISTORY_DB="${MPIREGRESS_HISTORY_DB:-$MPIREGRESS_CHECKOUT/var/history.sqlite}"
 # The local system's one-host Slurm lives in <state dir>/local-cluster: a runner that keeps one
 # cluster up between jobs points MPIREGRESS_LOCAL_STATE_DIR at it (short path: unix sockets).
-if [ "${MPIREGRESS_SYSTEM:-}" = "local" ] && [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then
+if [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then
     export MPIREGRESS_STATE_DIR="$MPIREGRESS_LOCAL_STATE_DIR"
 fi
 

@@ -34,7 +34,7 @@ setvar linktest_args "${LINKTEST_ARGS:-}"
 setvar switches "${LINKTEST_SWITCHES:-}"
 setvar time_limit "${LINKTEST_TIME:+${LINKTEST_TIME}m}"
 # The build stage built the programs: a missing build is an error here, never a private build.
-if [ "$MPIREGRESS_SYSTEM" = local ]; then options+=(--no-build); fi
+options+=(--no-build)   # the build jobs built what this job runs (see run.sh)
 
 if [ "${1:-}" = "--dry-run" ]; then
     mpiregress run "${options[@]}" --dry-run

@@ -12,7 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 report_dir="$MPIREGRESS_REPORTS_DIR/noise-$MPIREGRESS_SYSTEM-$MPIREGRESS_PARTITION"
 extra=()
-if [ "$MPIREGRESS_SYSTEM" = local ]; then extra+=(--no-build); fi
+extra+=(--no-build)   # the build jobs built what this job runs; a pipeline job never builds (systems with builds: on_demand would)
 # Node noise has no baselines file: its series are judged by their own history (the gate).
 mpiregress run --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --methods "$MPIREGRESS_METHODS" --families noise --allow-missing-baselines \

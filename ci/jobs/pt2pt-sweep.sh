@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 report_dir="$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM-$MPIREGRESS_PARTITION-pt2pt-sweep"
 extra=()
-if [ "$MPIREGRESS_SYSTEM" = local ]; then extra+=(--no-build); fi
+extra+=(--no-build)   # the build jobs built what this job runs; a pipeline job never builds (systems with builds: on_demand would)
 exec mpiregress run --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --methods "$MPIREGRESS_METHODS" --families pt2pt-sweep --allow-missing-baselines \
     --report-dir "$report_dir" --manifest-dir "$MPIREGRESS_MANIFEST_DIR" "${extra[@]}"

@@ -11,7 +11,7 @@ report_dir="$MPIREGRESS_REPORTS_DIR/$MPIREGRESS_SYSTEM-$MPIREGRESS_PARTITION"
 extra=()
 # The build stage built the binaries: measure exactly those (a missing build is an error here,
 # not a reason for the run job to build one of its own).
-if [ "$MPIREGRESS_SYSTEM" = local ]; then extra+=(--no-build); fi
+extra+=(--no-build)   # the build jobs built what this job runs; a pipeline job never builds (systems with builds: on_demand would)
 # shellcheck disable=SC2086
 mpiregress run --system "$MPIREGRESS_SYSTEM" --partition "$MPIREGRESS_PARTITION" \
     --methods "$MPIREGRESS_METHODS" --report-dir "$report_dir" \

@@ -11,7 +11,7 @@ from ..baselines import for_system
 from ..errors import OK, InputError
 from ..history import open_existing
 from ..names import SYSTEMS
-from ..propose import propose
+from ..propose import Proposal, propose
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "recently (held back by default); the evidence still names what was found")
     pro.add_argument("--evidence", type=Path, metavar="PATH",
                      help="write the evidence per series (proposed and held back) as JSON to PATH")
+    pro.add_argument("--description", type=Path, metavar="PATH",
+                     help="write the evidence per series as Markdown (the merge request's description) to PATH")
+    pro.add_argument("--merge-request", action="store_true",
+                     help="push the proposed file to the branch mpiregress/baselines-<system> and open or update "
+                          "its one merge request with the evidence per series (token: $MPIREGRESS_GITLAB_TOKEN; "
+                          "without it, or outside GitLab CI, one sentence and exit 0; docs/gitlab.md)")
     pro.set_defaults(func=run_propose)
 
 
@@ -67,4 +73,29 @@ def run_propose(args: argparse.Namespace) -> int:
         args.write.parent.mkdir(parents=True, exist_ok=True)
         args.write.write_text(proposal.text)
         print(f"wrote the proposed file to {args.write}", file=sys.stderr)
+    if args.description or args.merge_request:
+        _publish(proposal, args, source=str(history.path))
     return OK
+
+
+def _publish(proposal: Proposal, args: argparse.Namespace, source: str) -> None:
+    """Write the Markdown evidence (``--description``) and open or update the merge request (``--merge-request``)."""
+    from ..report.gitlab import Settings, propose_merge_request
+    from ..report.gitlab.changes import Change, check_path
+    from ..report.proposal_text import render
+
+    settings = Settings.from_env()
+    description = render(proposal, source=source, pipeline_url=settings.pipeline_url,
+                         accept_anomalies=args.accept_anomalies)
+    if args.description:
+        args.description.parent.mkdir(parents=True, exist_ok=True)
+        args.description.write_text(description)
+        print(f"wrote the merge request description to {args.description}", file=sys.stderr)
+    if not args.merge_request:
+        return
+    changes = []
+    if proposal.diff:
+        # The file as the proposal wrote it, at its repository path: the diff's own path, checked like a diff's.
+        changes.append(Change(check_path(proposal.relpath, f"the proposal for {args.system}"), proposal.text,
+                              proposal.path.exists()))
+    propose_merge_request(changes, description, settings=settings)

@@ -66,7 +66,7 @@ def _remeasure(first: Sequence[Result], plan: confirm.RemeasurePlan, report_dir:
         folder = Path(report_dir) / f"{system}-{partition}"
         params = [dict(k.parameters) for k in pt2pt]
         run_checks(RunOptions(
-            system=system, partition=None if system == "local" else partition,
+            system=system, partition=partition,
             report_dir=Path(os.path.abspath(folder)),
             methods=sorted({k.method for k in pt2pt}), metrics=sorted({k.metric for k in pt2pt}),
             placements=sorted({str(p.get("placement")) for p in params}), families=["pt2pt"],

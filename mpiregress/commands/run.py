@@ -40,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--toolchain", type=Path, default=None)
     p.add_argument("--allow-missing-baselines", action="store_true",
                    help="measure series that have no baseline without failing (they are reported unjudged)")
-    p.add_argument("--no-build", action="store_true", help="local: do not build OSU when no usable build exists")
+    p.add_argument("--no-build", action="store_true",
+                   help="systems with builds: on_demand (local): do not build OSU when no usable build exists "
+                   "(pipeline jobs pass it: their build jobs built)")
     p.add_argument("--source-mirror", type=Path, default=None,
                    help="folder with osu-micro-benchmarks-7.2.tar.gz (default: $OSU_SOURCE_MIRROR)")
     p.add_argument("--sha256", default=None, help="accept a site tarball with this sha256 (default: $OSU_SHA256)")

@@ -15,14 +15,17 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import cancel, jsonfile, outputs, paths
-from ..errors import InputError
+from ..errors import InputError, MpiRegressError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
 from ..verdict import policy
 from ..verdict.compose import Evidence, PipelineVerdict
+
+if TYPE_CHECKING:
+    from ..report import ReportData
 from .compare import add_gate_options, gate_config
 
 
@@ -146,11 +149,48 @@ def _verdict(args: argparse.Namespace) -> int:
     (out / "verdict.json").write_text(json.dumps(data.pipeline_verdict.to_dict(), indent=2) + "\n")
     print(verdict_text.markdown(data.pipeline_verdict))
     if os.environ.get("CI_PIPELINE_SOURCE") and not args.no_publish:
-        publish(data.pipeline_verdict, out)
+        weekly = (weekly_sections(data, db_path, args.baselines_dir or paths.baselines_dir())
+                  if data.pipeline_verdict.event == "schedule" else "")
+        publish(data.pipeline_verdict, out, weekly)
     return data.exit_code
 
 
-def publish(verdict: PipelineVerdict, out: Path) -> None:
+def weekly_sections(data: "ReportData", db_path: Path, baselines_dir: Path) -> str:
+    """What the weekly issue carries beyond the verdict: the week's changes and the held-back proposals.
+
+    Both are decided elsewhere (the change points by the report's scan, what a proposal holds back by
+    ``propose``); this only collects their sentences for the issue.
+    """
+    from ..baselines import for_system
+    from ..propose import propose
+    from ..report import this_week
+
+    lines = ["### What changed this week", "", *(f"- {s}" for s in this_week.sentences(data)), ""]
+    held: list[str] = []
+    history = open_existing(db_path)
+    if history is not None:
+        try:
+            for system in sorted({r.system for r in data.results}):
+                path = baselines_dir / f"{system}.yaml"
+                if not path.exists():
+                    continue
+                try:
+                    proposal = propose(history, system, for_system(system, baselines_dir), path,
+                                       source=str(history.path))
+                except MpiRegressError as err:
+                    held.append(f"{system}: no proposal: {err}")
+                    continue
+                held += [f"{system}: {line}" for line in proposal.held_back]
+        finally:
+            history.close()
+    if held:
+        lines += ["### Baseline proposals held back", "",
+                  "The weekly proposal (job `proposal:<system>`) leaves these series' baselines as they are:", "",
+                  *(f"- {line}" for line in held), ""]
+    return "\n".join(lines)
+
+
+def publish(verdict: PipelineVerdict, out: Path, weekly: str = "") -> None:
     """The verdict on GitLab: the MR's note (one per system, updated in place) or the system's weekly issue.
 
     Never changes the exit code: without a token or when GitLab refuses, one sentence in the log.
@@ -169,4 +209,4 @@ def publish(verdict: PipelineVerdict, out: Path) -> None:
         gitlab.upsert_mr_note(body, key)
     elif verdict.event == "schedule":
         clean = verdict.state == "pass" and not verdict.findings
-        gitlab.upsert_weekly_issue(key, body, clean)
+        gitlab.upsert_weekly_issue(key, body + ("\n" + weekly if weekly else ""), clean)

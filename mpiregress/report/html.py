@@ -13,7 +13,7 @@ from ..coll import analysis
 from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
 from ..verdict import cross_method as consistency
-from . import ReportData, figures, links, sweep_marks, this_week, verdict_text
+from . import ReportData, figures, links, sweep_marks, this_week, trend_panels, verdict_text
 from . import noise as noise_section
 from .template import TEMPLATE, VERDICT_TABLE
 
@@ -53,19 +53,34 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     times = sorted(r.time for r in data.results if r.time)
     now = figures.parse_time(times[-1]) if times else None
     moved = sweep_marks.moved(data.verdicts, data.changes, data.trends)
+    levels = {v.key: v.reference for v in data.verdicts if v.basis == "history" and v.reference is not None}
+    worthy = [k for k in data.trends if _trend_worthy(k, data, k.system, k.partition, k.metric)]
+    full, quiet = trend_panels.split(data, worthy)
+    why = trend_panels.notable(data)
     for system, partition in data.systems():
         if any((r.system, r.partition) == (system, partition) for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
         for metric in METRICS:
-            sweep = figures.sweeps(data.results, system, partition, metric, moved)
+            sweep = figures.sweeps(data.results, system, partition, metric, moved, levels)
             if sweep:
                 sweep_figures.append(Figure(f"{system}/{partition} {metric}", sweep))
-            series = {k: runs for k, runs in data.trends.items() if _trend_worthy(k, data, system, partition, metric)}
+            # In full: the panels of this system/partition and metric that need a look this week.
+            mine = {p for p in full if (p.system, p.partition, p.metric) == (system, partition, metric)}
+            series = {k: runs for k, runs in data.trends.items() if trend_panels.Panel.of(k) in mine}
             if series:
-                mine = {k: v for k, v in current.items() if _trend_worthy(k, data, system, partition, metric)}
-                trend_figures.append(Figure(f"{system}/{partition} {metric}", figures.trends(
-                    system, partition, metric, series, data.changes, data.baselines.get(system), mine, now=now,
+                judged = {k: v for k, v in current.items() if trend_panels.Panel.of(k) in mine}
+                reasons = "; ".join(f"{p.label}: {why[p]}" for p in sorted(mine, key=full.index))
+                trend_figures.append(Figure(f"{system}/{partition} {metric} ({reasons})", figures.trends(
+                    system, partition, metric, series, data.changes, data.baselines.get(system), judged, now=now,
                     limits=limits, window=data.config.last_runs)))
+    quiet_figure = None
+    if quiet:
+        keys: dict[trend_panels.Panel, list[SeriesKey]] = {}
+        for k in worthy:
+            keys.setdefault(trend_panels.Panel.of(k), []).append(k)
+        quiet_figure = Figure(f"{len(quiet)} quiet panels", figures.quiet_trends(
+            [(f"{p.title()} ({METRICS[p.metric].unit})" if p.metric in METRICS else p.title(), keys[p])
+             for p in quiet], data.trends, data.changes, current, now=now))
     changes = sorted((cp for points in data.changes.values() for cp in points),
                      key=lambda c: c.run_after.time, reverse=True)
     sizes = " and ".join(f"{spec.size} B {spec.metric}" for spec in PT2PT.values())
@@ -76,7 +91,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     return env.from_string(TEMPLATE).render(
         data=data, pv=data.pipeline_verdict, headline=verdict_text.headline(data.pipeline_verdict),
         changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
-        trend_figures=trend_figures, sizes=sizes, coll=coll, coll_figures=coll_figures,
+        trend_figures=trend_figures, quiet_figure=quiet_figure, sizes=sizes, coll=coll, coll_figures=coll_figures,
         this_week=this_week.sentences(data),
         noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"

@@ -110,9 +110,14 @@ TEMPLATE = r"""<!DOCTYPE html>
 {{ noise_section }}
 
 <h2>Trends</h2>
+{% if trend_figures or quiet_figure %}
 {% if trend_figures %}
-<p class="meta">Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run; dash-dotted: the limit this run was judged against (the history gate's, over the runs that made its level, or the baseline's when history was too short).</p>
+<p class="meta">In full, the series that need a look this week (moved, failed, noisy, or named by a finding), with the other build methods on the same placement. Each point is the median of one accepted run; shaded: the baselines band per method; dashed verticals: change points (red worse, green better) with the commit; star: this run; dash-dotted: the limit this run was judged against (the history gate's, over the runs that made its level, or the baseline's when history was too short).</p>
 {% for fig in trend_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+{% else %}<p class="empty">No series needs a look this week: every trend is quiet.</p>{% endif %}
+{% if quiet_figure %}<h3>Quiet series</h3>
+<p class="meta">Every other series, small: within its band this run, no new level in its last runs, no finding. Older change points are in the table above.</p>
+<img alt="{{ quiet_figure.title }}" src="data:image/png;base64,{{ quiet_figure.png }}">{% endif %}
 {% else %}<p class="empty">No accepted history yet: nothing to trend.</p>{% endif %}
 
 <h2>All series</h2>
