@@ -30,8 +30,9 @@ def built(pipeline, local_cluster, tmp_path_factory):  # noqa: F811
     done = mpiregress(pipeline, "--methods", "source", "--families", "pt2pt", "--metrics", "latency",
                       "--placements", "same_numa", "--iterations", "50",
                       report_dir=tmp_path_factory.mktemp("build-run"))
-    # Structure, not performance: the run finished and judged (a band is the baselines' business).
-    assert done.returncode in (0, 1), done.stderr[-1500:]
+    # Structure, not performance: the run finished and judged (a band, or a noisy node's "needs a look" (5),
+    # is the measurement's business).
+    assert done.returncode in (0, 1, 5), done.stderr[-1500:]
     return pipeline, {**pipeline, **local_cluster.client_env()}
 
 

@@ -151,7 +151,9 @@ def test_the_local_run_builds_and_measures_source_and_easybuild_side_by_side(pip
     and measures the same series with each."""
     done = mpiregress(pipeline, "--methods", "source,easybuild", "--metrics", "latency", "--placements", "same_numa",
                       "--iterations", "100", report_dir=tmp_path / "r")
-    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    # Structure, not performance: 0, 1 or 5 are verdicts on measured values (two builds on this loaded host
+    # may differ beyond the noise allowance, a cross-method "needs a look"); anything else is a failure.
+    assert done.returncode in (0, 1, 5), done.stdout[-2000:] + done.stderr[-2000:]
     found = json.loads((tmp_path / "r" / "results.json").read_text())
     by_method = {r["method"]: r for r in found}
     assert set(by_method) == {"source", "easybuild"}
