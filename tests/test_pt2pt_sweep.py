@@ -35,14 +35,20 @@ def test_the_weekly_schedule_runs_the_sweep_on_every_cluster_partition():
     assert "--families pt2pt-sweep" in script and "-pt2pt-sweep" in script
 
 
-def test_dry_run_sweeps_every_size_per_placement(tmp_path):
-    """ReFrame writes one job per metric and placement Iris offers, each OSU run over 1 B - 4 MiB."""
+def dry_run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`mpiregress run --dry-run` of the source build's sweep family, job scripts under tmp_path/r; it must succeed."""
     env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
     env.pop("MPIREGRESS_IN_ALLOCATION", None)
-    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--dry-run", "--system", "iris", "--partition",
-                           "skylake", "--families", "pt2pt-sweep", "--methods", "source", "--report-dir",
-                           str(tmp_path / "r")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--dry-run", *args, "--families", "pt2pt-sweep",
+                           "--methods", "source", "--report-dir", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done
+
+
+def test_dry_run_sweeps_every_size_per_placement(tmp_path):
+    """ReFrame writes one job per metric and placement Iris offers, each OSU run over 1 B - 4 MiB."""
+    done = dry_run(tmp_path, "--system", "iris", "--partition", "skylake")
     assert "cross_numa is not available on iris:skylake" in done.stdout
     scripts = [p.read_text() for p in (tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh")]
     runs = sorted(re.search(r"/(osu_\w+) (-m \S+ -x \d+ -i \d+)", s).groups() for s in scripts)  # type: ignore
@@ -54,12 +60,7 @@ def test_local_dry_run_gives_each_sweep_step_its_share_of_time_warm_up_included(
     """systems/local.yaml's step_timeout (400 s per 100 + 1000 iterations) for 100 + 100 iterations, times
     checks/config/pt2pt_sweep.yaml's step_time_scale: osu_latency 4x, osu_bw 12x (64 messages an iteration);
     the osu_bw job's time limit grows beyond the 10 min default to hold its step."""
-    env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
-    env.pop("MPIREGRESS_IN_ALLOCATION", None)
-    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--dry-run", "--system", "local", "--families",
-                           "pt2pt-sweep", "--methods", "source", "--iterations", "100", "--report-dir",
-                           str(tmp_path / "r")], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    dry_run(tmp_path, "--system", "local", "--iterations", "100")
     found = set()
     for script in (tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh"):
         text = script.read_text()
