@@ -26,6 +26,21 @@ def _lines(argv: list[str], env: dict[str, str], timeout: float) -> Optional[lis
     return done.stdout.splitlines() if done.returncode == 0 else None
 
 
+def node_states(env: dict[str, str], names: Optional[list[str]] = None,
+                timeout: float = 20) -> Optional[list[tuple[str, str, str]]]:
+    """(node, state, reason) as sinfo reports them, for ``names`` (default: every node); None when Slurm
+    cannot say."""
+    argv = ["sinfo", "-h", "-N", *(["-n", ",".join(names)] if names else []), "-o", "%N|%T|%E"]
+    lines = _lines(argv, env, timeout)
+    if lines is None:
+        return None
+    states = []
+    for line in lines:
+        name, state, why = (line.split("|", 2) + ["", ""])[:3]
+        states.append((name, state, why))
+    return states
+
+
 def bad_state(state: str) -> bool:
     """True for a node state (sinfo %T) in which the node no longer runs work: down, failing, or not
     responding (Slurm's ``*`` suffix)."""
@@ -52,8 +67,7 @@ def lost_node(env: dict[str, str], token: str, timeout: float = 20) -> Optional[
     if not held:
         return None
     # Only the run's own nodes: a site's sinfo of every node, every few seconds, would be a load of its own.
-    for line in _lines(["sinfo", "-h", "-N", "-n", ",".join(sorted(held)), "-o", "%N|%T|%E"], env, timeout) or []:
-        name, state, why = (line.split("|", 2) + ["", ""])[:3]
+    for name, state, why in node_states(env, sorted(held), timeout) or []:
         if name in held and bad_state(state):
             # Slurm gives a reason once it sets the node DOWN; before, the '*' is all it says.
             said = why.strip() if why.strip().lower() not in ("", "none") else "not responding"

@@ -23,6 +23,7 @@ from . import (
     cancel,
     manifest,
     microarch,
+    nodeloss,
     osu_output,
     paths,
     reframe_report,
@@ -361,13 +362,7 @@ def _slurm_faults(env: dict[str, str], nodes: set[str]) -> Optional[str]:
     ok, said = slurm_reachable(env, timeout=20)
     if not ok:
         return f"Slurm controller unreachable: {said.removeprefix('Slurm is not reachable: ')}"
-    try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], env=env, capture_output=True,
-                             text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        name, state, why = (line.split("|") + ["", ""])[:3]
+    for name, state, why in nodeloss.node_states(env, timeout=20) or []:
         if name in nodes and any(word in state.lower() for word in ("down", "fail", "drain", "not_responding")):
             return f"node lost: Slurm reports node {name} {state} ('{why.strip() or 'no reason given'}')"
     return None

@@ -23,10 +23,10 @@ from ..history import open_existing, read_results_file
 from ..results import Result, dump
 from ..verdict import policy
 from ..verdict.compose import Evidence, PipelineVerdict
+from .compare import add_gate_options, gate_config
 
 if TYPE_CHECKING:
     from ..report import ReportData
-from .compare import add_gate_options, gate_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
