@@ -555,6 +555,8 @@ class LocalCluster:
                                  lstrip_blocks=True, keep_trailing_newline=True)
         self.slurm_conf.write_text(env.get_template("slurm.conf.j2").render(**context))
         (self.etc / "plugstack.conf").write_text("# no SPANK plugins on the local cluster\n")
+        # mpi/pmix's settings (every fence through the ring: the file says why); read beside slurm.conf.
+        shutil.copyfile(TEMPLATE_DIR / "mpi.conf", self.etc / "mpi.conf")
         self.info_file.write_text(json.dumps({
             **layout, "ports": {"slurmctld": ports[0], **{n: p for n, p in zip(self.node_names, ports[1:])}},
             "features": context["features"], "topology": topo}, indent=2) + "\n")

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import subprocess
-import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -81,23 +80,7 @@ def slurm_env(cluster: LocalCluster) -> dict[str, str]:
 def linktest(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int = 8, nodes: int = 4,
              args: tuple[str, ...] = ("-S", "-w", "5", "-i", "20", "-I", "5", "-b", "262144")
              ) -> subprocess.CompletedProcess:
-    """Run linktest in its own exclusive allocation of ``nodes`` nodes (srun inside salloc).
-
-    Once more, with a warning, when a rank died of a segmentation fault in MPI_Init before anything
-    was measured (no results file): OpenMPI 4.1.4 under Slurm 22.05's PMIx did that here in about 1
-    launch of 10 on the namespaces layout (benchmarks/links_netns.py counts them), as
-    helpers/e2e.mpiregress does for the runs. A second such death fails the test.
-    """
-    for attempt in range(2):
-        done = _linktest_once(cluster, built, out, ranks, nodes, args)
-        if attempt or done.returncode == 0 or out.exists() or "Segmentation fault" not in done.stderr:
-            return done
-        warnings.warn(f"a rank died in MPI_Init; ran again: {done.stderr[-300:]}", stacklevel=2)
-    return done
-
-
-def _linktest_once(cluster: LocalCluster, built: dict[str, Path], out: Path, ranks: int, nodes: int,
-                   args: tuple[str, ...]) -> subprocess.CompletedProcess:
+    """Run linktest in its own exclusive allocation of ``nodes`` nodes (srun inside salloc), once."""
     argv = ["salloc", f"-N{nodes}", "--exclusive", "--time=6", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
             "--cpu-bind=none", "--kill-on-bad-exit=1", str(built["binary"]), *args, "-o", str(out)]
     try:

@@ -47,6 +47,30 @@ int main(int argc, char **argv) {
 """
 
 
+# A PMIx fence without data (OpenMPI's last barrier in MPI_Init is one) is a barrier: no rank may
+# leave it before the last one, rank 0 after a 2 s sleep, has entered it. Wall-clock times compare
+# across the nodes: they are namespaces of one kernel.
+FENCE_SOURCE = r"""
+#include <pmix.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_REALTIME, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(void) {
+    pmix_proc_t me; char host[64]; double entered, left; pmix_status_t rc;
+    if (PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS) return 2;
+    gethostname(host, sizeof host);
+    if (me.rank == 0) sleep(2);
+    entered = now();
+    rc = PMIx_Fence(NULL, 0, NULL, 0);
+    left = now();
+    printf("rank %u host %s entered %.6f left %.6f status %d\n", me.rank, host, entered, left, rc);
+    PMIx_Finalize(NULL, 0);
+    return rc == PMIX_SUCCESS ? 0 : 1;
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     root = Path(tempfile.mkdtemp(prefix="mpr-ns-", dir="/tmp"))
@@ -66,6 +90,17 @@ def pingpong(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "pp.c").write_text(PP_SOURCE)
     subprocess.run(["mpicc", "-O2", "-o", "pp", "pp.c"], cwd=folder, check=True, capture_output=True, timeout=120)
     return folder / "pp"
+
+
+@pytest.fixture(scope="module")
+def fence(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("fence")
+    (folder / "fence.c").write_text(FENCE_SOURCE)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "pmix"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    subprocess.run(["gcc", "-O2", "-o", "fence", "fence.c", *flags], cwd=folder, check=True, capture_output=True,
+                   timeout=120)
+    return folder / "fence"
 
 
 def srun(cluster: LocalCluster, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -96,6 +131,20 @@ def test_mpi_runs_across_nodes_with_no_transport_workaround(cluster: LocalCluste
     assert done.returncode == 0, done.stderr
     hosts = dict(re.findall(r"^rank (\d+) host (\S+)$", done.stdout, re.M))
     assert sorted(hosts.values()) == ["node1", "node1", "node2", "node2", "node3", "node3", "node4", "node4"]
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_a_pmix_fence_without_data_waits_for_every_node(cluster: LocalCluster, fence: Path, nodes: int) -> None:
+    """Slurm's tree fence completes on each node alone when a step has fewer nodes than TreeWidth; the
+    cluster's mpi.conf sends every fence through the ring (ci/local-cluster/mpi.conf says why)."""
+    done = srun(cluster, "--mpi=pmix", f"-N{nodes}", f"-n{nodes}", str(fence))
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"^rank (\d+) host (\S+) entered (\S+) left (\S+) status 0$", done.stdout, re.M)
+    assert len(rows) == nodes and len({host for _, host, _, _ in rows}) == nodes, done.stdout
+    last_in = max(float(entered) for _, _, entered, _ in rows)
+    early = [f"rank {rank} on {host} left at {float(left) - last_in:+.3f} s"
+             for rank, host, _, left in rows if float(left) < last_in]
+    assert not early, f"left the fence before the last rank (rank 0, after its sleep) entered it: {early}"
 
 
 def test_a_rate_fault_is_real_and_clear_undoes_it(cluster: LocalCluster, pingpong: Path) -> None:

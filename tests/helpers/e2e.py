@@ -1,11 +1,9 @@
 """Running `mpiregress run` end to end on the test session's local Slurm, with the OSU double's tarball."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -31,32 +29,12 @@ def pipeline(local_cluster, tmp_path_factory):
 
 
 def mpiregress(env, *args, report_dir=None, extra_env=None, system="local"):
-    """`mpiregress run` on the local Slurm; run once more only after a rank segfaulted in the MPI library.
-
-    OpenMPI 4.1.4 over TCP on two fake nodes sharing two cores has crashed a rank with SIGSEGV
-    once in many hundred runs (CI, osu_scatter, no forced algorithm; 190 runs by hand did not
-    reproduce it). The product reports that correctly (exit 2, "rank N on nodeX died:
-    Segmentation fault"), but a test about something else must not be decided by it. A second
-    crash fails the test as before, and so does any other error.
-    """
+    """`mpiregress run` on the local Slurm, once: a crashed rank fails the test like any other error."""
     cmd = [sys.executable, "-m", "mpiregress", "run", "--system", system, *args]
     if report_dir is not None:
         cmd += ["--report-dir", str(report_dir)]
     run_env = dict(env, **(extra_env or {}))
-    done = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=900, cwd=REPO)
-    if report_dir is not None and only_library_segfaults(done, Path(report_dir)):
-        warnings.warn(f"a rank segfaulted in the MPI library; ran again: {done.stdout[-300:]}", stacklevel=2)
-        done = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=900, cwd=REPO)
-    return done
-
-
-def only_library_segfaults(done: subprocess.CompletedProcess, report_dir: Path) -> bool:
-    """True when the run erred (exit 2) and every error it recorded is a rank that died of SIGSEGV."""
-    results = report_dir / "results.json"
-    if done.returncode != 2 or not results.is_file():
-        return False
-    errors = [r for r in json.loads(results.read_text()) if r.get("status") == "error"]
-    return bool(errors) and all(r.get("reason", "").endswith("died: Segmentation fault") for r in errors)
+    return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=900, cwd=REPO)
 
 
 def widen_bands(path: Path) -> None:
