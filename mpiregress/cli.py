@@ -29,7 +29,12 @@ from .cancel import Cancelled
 from .errors import CANCELLED, ERROR, MpiRegressError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``command``, only the module registering it is imported.
+
+    Without one, or for a name no module owns (``--help``, a typo), every command is registered,
+    so help lists them all and argparse's error names the valid choices.
+    """
     parser = argparse.ArgumentParser(
         prog="mpiregress",
         description="MPI performance regression pipeline (OSU 7.2, ReFrame, Slurm).",
@@ -37,9 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    wanted = commands.MODULE_OF_COMMAND.get(command or "", command or "")
+    for name in [wanted] if wanted in names else names:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 
@@ -73,7 +79,7 @@ def _crash_log(argv: Sequence[str], text: str) -> Path:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     prefix = f"mpiregress {args.command}: error:"
     try:

@@ -97,8 +97,8 @@ def test_crash_becomes_exit_2_naming_inputs_and_log(tmp_path, monkeypatch, capsy
     results = tmp_path / "results.json"
     results.write_text(json.dumps([GOOD_RESULT]))
 
-    def broken_parser():
-        p = parser()
+    def broken_parser(command=None):
+        p = parser(command)
         args_of = p.parse_args
 
         def parse(argv):

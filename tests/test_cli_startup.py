@@ -1,0 +1,42 @@
+"""A command imports only its own module: the benchmark jobs call `guard` and `node-target` on every
+node of every check, and importing every command (matplotlib, SciPy, the A/B statistics) cost
+2-4 s per call, twice per check."""
+import subprocess
+import sys
+
+import pytest
+
+from mpiregress import cli, commands
+
+HEAVY = ("matplotlib", "scipy", "reframe", "gitlab")
+
+
+@pytest.mark.parametrize("argv", [["guard", "--build-target", "zen2", "--node-target", "zen2"], ["node-target"]])
+def test_a_node_side_command_loads_no_heavy_library(argv):
+    probe = (f"import sys; from mpiregress.cli import main; code = main({argv!r}); "
+             f"print(code, sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout
+
+
+def test_every_command_is_found_by_its_name_alone():
+    """The parser built for one command knows that command (its module is its name, or listed in
+    commands.MODULE_OF_COMMAND), for every command the full parser registers."""
+    full = cli.build_parser()
+    names = next(a for a in full._actions if a.dest == "command").choices
+    assert "node-target" in names and "guard" in names
+    for name in names:
+        one = cli.build_parser(name)
+        assert name in next(a for a in one._actions if a.dest == "command").choices, (
+            f"{name}: add it to commands.MODULE_OF_COMMAND")
+
+
+def test_help_and_unknown_names_still_list_every_command(capsys):
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["nosuch"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nosuch'" in err and "'verdict'" in err and "'node-target'" in err
+    assert set(commands.MODULE_OF_COMMAND) <= set(
+        next(a for a in cli.build_parser()._actions if a.dest == "command").choices)
