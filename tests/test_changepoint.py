@@ -175,3 +175,36 @@ def test_a_series_that_missed_runs_is_placed_on_the_partitions_timeline():
 def test_the_change_point_names_the_pipelines_on_either_side():
     [cp] = changepoint.series_changepoints(KEY, runs_of(noisy_series(step_at=25, step=0.2, seed=5)))
     assert cp.pipelines == "p24 -> p25" and "pipelines p24 -> p25" in cp.sentence()
+
+
+NETWORK = [pt2pt_key("iris", "skylake", m, "cross_node", "bandwidth")
+           for m in ("source", "spack", "easybuild", "eessi")]
+
+
+@pytest.mark.parametrize("seed, week", [(55, 8), (57, 30), (58, 8), (60, 30)])
+def test_a_three_percent_network_step_is_found_in_its_four_series_at_its_week(seed, week):
+    # The 4 cross-node bandwidth series (one per build method) 3 % lower, 1.5 noise standard deviations
+    # each: the whole-partition pool alone misses or misplaces one of them on these seeds; their group's
+    # mean places the step in all four, and no other series is carried along.
+    runs = partition_runs(seed, NETWORK, step_at=week, step=-0.03)
+    assert not all(any(abs(p.index - week) <= 1 for p in points)
+                   for points in [changepoint.scan_runs(runs, group_by=(), shared_floor=0).get(k, []) for k in NETWORK])
+    found = changepoint.scan_runs(runs)
+    for key in NETWORK:
+        [cp] = found[key]
+        assert abs(cp.index - week) <= 1 and cp.shared >= len(NETWORK) and cp.worse
+    assert others(found, NETWORK) == []
+
+
+@pytest.mark.parametrize("seed", [102, 111, 134])
+def test_one_builds_large_step_does_not_carry_its_group_along(seed):
+    # A 20 % step of one build's cross-node bandwidth moves its group's mean (by 20 %/4), but the other
+    # three builds did not move: none of them joins it. On these seeds two or three would, if one series'
+    # step counted as its group's move (group_rest disabled).
+    key = NETWORK[1]
+    runs = partition_runs(seed, [key], step_at=20, step=-0.20)
+    assert [p for p in others(changepoint.scan_runs(runs, group_rest=-1e9), [key]) if abs(p.index - 20) <= 3]
+    found = changepoint.scan_runs(runs)
+    [cp] = found[key]
+    assert cp.index == 20 and cp.shared == 1
+    assert not [p for p in others(found, [key]) if abs(p.index - 20) <= 3]
