@@ -9,6 +9,7 @@ from typing import Optional
 import jinja2
 from markupsafe import Markup
 
+from .. import changepoint
 from ..coll import analysis
 from ..names import METRICS, PT2PT, format_value
 from ..series import SeriesKey
@@ -92,7 +93,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
         data=data, pv=data.pipeline_verdict, headline=verdict_text.headline(data.pipeline_verdict),
         changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, quiet_figure=quiet_figure, sizes=sizes, coll=coll, coll_figures=coll_figures,
-        this_week=this_week.sentences(data),
+        this_week=this_week.sentences(data), changepoint_method=changepoint.METHOD,
         noise_section=noise_section.render(data.results, Path(data.results_source or ".").parent),
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,

@@ -86,7 +86,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <td class="num">{{ "%+.1f%%"|format(cp.change * 100) }}</td><td>{{ cp.commits }}</td>
 <td>{{ cp.run_before.toolchain ~ " → " ~ cp.run_after.toolchain if cp.toolchain_changed else cp.run_after.toolchain }}</td></tr>
 {% endfor %}</table>
-{% elif data.trends %}<p class="empty">No lasting shift in any series (binary segmentation of noise-scaled CUSUMs of log run medians, pooled per partition).</p>
+{% elif data.trends %}<p class="empty">No lasting shift in any series ({{ changepoint_method }}, on log run medians).</p>
 {% else %}<p class="empty">No history, so no change-point scan.</p>{% endif %}
 
 <h2>This run: placement × build method</h2>
