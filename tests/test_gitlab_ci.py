@@ -423,14 +423,15 @@ def local_pipeline_vars(local_cluster, tmp_path_factory) -> Iterator[dict[str, s
         "OSU_SHA256": sha256,
         "MPIREGRESS_LOCAL_STATE_DIR": str(state),
         "MPIREGRESS_HISTORY_DB": str(tmp_path_factory.mktemp("history") / "history.sqlite"),
-        # Lean: fewer measured iterations than the design's 1000, same code path; three
-        # samples per series, as the history gate needs. Point-to-point only: these runs test the
+        # Lean: 20 measured iterations after 2 warm-up ones (the design: 1000 after 200; a cross-node
+        # 1 MiB bandwidth iteration moves 64 MiB over TCP on a veth, 0.5-1.3 GB/s here), same code
+        # path; three samples per series, as the history gate needs. Point-to-point only: these runs test the
         # pipeline's wiring; the collectives' path has its own end-to-end tests (test_coll_e2e.py).
         # The source build's series only (--methods after the job's own wins): the easybuild build
         # job runs for real in every pipeline here, and measuring its series beside source's is
         # tested end to end without the pipeline (test_e2e_local.py); measuring both here doubled the
         # run job (5 -> 10 min per pipeline on the shared 2-core CI machine).
-        "MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --methods source",
+        "MPIREGRESS_RUN_ARGS": "--iterations 20 --setvar warmup=2 --repeat 3 --families pt2pt --methods source",
         # The A/B job measures every series 2k times: its check has its own real test
         # (tests/test_ab_run.py); these pipelines test the rest of the wiring.
         "MPIREGRESS_AB": "off",
@@ -460,11 +461,11 @@ def artifact(repo: Path, job: str, pattern: str) -> list[Path]:
 
 
 # The local cross_node check is a heterogeneous Slurm step on one host, where Slurm 22.05 and
-# PMIx occasionally misbehave (a teardown hang, SchedMD 16817; a rare rank crash). The toolchain-MR
+# PMIx occasionally misbehave (a teardown hang, SchedMD 16817). The toolchain-MR
 # run above covers cross_node through the pipeline; the other runs test the pipeline's wiring and
 # measure same_numa only, so a rare defect of that path cannot decide them.
-ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 200 --repeat 3 --families pt2pt --placements same_numa "
-                                        "--methods source"}
+ONE_NODE_ONLY = {"MPIREGRESS_RUN_ARGS": "--iterations 20 --setvar warmup=2 --repeat 3 --families pt2pt "
+                                        "--placements same_numa --methods source"}
 
 
 def tail(done: subprocess.CompletedProcess, n: int = 6000) -> str:
