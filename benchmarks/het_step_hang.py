@@ -17,6 +17,25 @@ last result line); *stopped* when the watcher ended a stuck srun (its sentence o
 Prints one line per hung or stopped launch and a table; asserts nothing.
 
     python benchmarks/het_step_hang.py --launches 100
+
+2026-11-25, this 2-core VM shared with another session, 2 runs:
+
+    --launches 150 (557 s, load 1.6-5.1, median 4.0; the watcher then polled with Popen.wait)
+    way          launches   hung stopped failed s/launch median s  max s
+    timeout           150   1/150       0      0     2.05     1.24  119.0
+    watch             150   0/150       2      0     1.64     1.46    6.8
+
+    --launches 100 --ways timeout,watch,homogeneous (1027 s, load 0.9-5.1, median 3.0)
+    way          launches   hung stopped failed s/launch median s  max s
+    timeout           100   0/100       0      0     1.10     1.03    1.7
+    watch             100   0/100       1      0     1.32     1.19    6.6
+    homogeneous       100   0/100       0      0     7.81     9.92   14.8
+
+Together: 1 of 250 timeout-bounded steps hung (ended by timeout 119 s after its output); 0 of 250
+watched steps hung, 3 were stuck and ended 5.8-6.0 s after their output with exit 0 and the complete
+measurement. A loop by hand (osu_latency -x 20 -i 200 in one ``salloc -N2 --exclusive``) hung 3 of
+250. The watcher costs about 0.2 s a step (a Python start). The homogeneous step never hung but puts
+both ranks on core 0 (7x slower launches, and not the placement asked for).
 """
 from __future__ import annotations
 
