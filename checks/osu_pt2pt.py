@@ -50,7 +50,7 @@ class OsuPt2PtCheck(OsuCheckBase):
                                  self.site_launcher_options())
         self.job.launcher.options = step.options
         self.executable_opts = step.executable_opts
-        self.limit_step_time()
+        self.limit_step_time(marked_ranks=step.marked_ranks)
         self.prerun_cmds = self.guard_commands(self.binding.nodes)
 
     def verify_binding(self, stderr):

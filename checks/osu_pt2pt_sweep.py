@@ -53,7 +53,7 @@ class OsuPt2PtSweepCheck(OsuCheckBase):
         self.job.launcher.options = step.options
         self.executable_opts = step.executable_opts
         # Every size of the range, not one: the step may take as long as the sizes to 4 MiB need.
-        self.limit_step_time(scale=STEP_TIME_SCALE[self.metric])
+        self.limit_step_time(scale=STEP_TIME_SCALE[self.metric], marked_ranks=step.marked_ranks)
         self.prerun_cmds = self.guard_commands(self.binding.nodes)
 
     def verify_binding(self, stderr):

@@ -23,12 +23,13 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from . import manifest, microarch, osu_output, paths, topology
+from . import launch, manifest, microarch, osu_output, paths, topology
 from .errors import InputError, MpiRegressError
 from .names import MEASURED_ITERATIONS, METHODS, WARMUP_ITERATIONS
 from .reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
 
 GUARD_EXIT = 86  # the job script's exit code when the µarch guard refused the build
+STEP_KILL_AFTER_S = 10  # a bounded step's SIGTERM-to-SIGKILL time
 JOB_OVERHEAD_S = 120  # a job's time beside its benchmark step (guard, noise probe, start): limit_step_time
 
 
@@ -71,22 +72,26 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     def site_launcher_options(self) -> list[str]:
         return list(self.current_partition.extras.get('launcher_options', []))
 
-    def limit_step_time(self, scale: float = 1.0) -> None:
+    def limit_step_time(self, scale: float = 1.0, marked_ranks: int = 0) -> None:
         """Wrap srun in ``timeout`` when the partition asks for a step time limit (a hung step ends).
 
         The partition's ``step_timeout`` is seconds for the default warm-up plus measured iterations;
         a step gets its share for the iterations it runs, warm-up included (OSU runs both at every
         size: with few measured iterations the warm-up is most of the step), times ``scale`` (a sweep
-        runs many sizes). The job's time limit grows to hold the step when it would not.
+        runs many sizes). The job's time limit grows to hold the step when it would not. A step whose
+        ``marked_ranks`` mark their exit (launch.Step) is bounded by the step watcher instead when the
+        partition names ``step_end_grace``: srun then ends that long after its last rank.
         """
         step_timeout = self.current_partition.extras.get('step_timeout')
         if step_timeout:
             share = (self.warmup + self.iterations) / (WARMUP_ITERATIONS + MEASURED_ITERATIONS)
             seconds = max(60, int(step_timeout * scale * share))
-            self.job.launcher.modifier = 'timeout'
-            self.job.launcher.modifier_options = ['-k', '10', str(seconds)]
+            modifier = launch.step_bound(sys.executable, seconds, STEP_KILL_AFTER_S, marked_ranks,
+                                         self.current_partition.extras.get('step_end_grace'))
+            self.job.launcher.modifier = modifier[0]
+            self.job.launcher.modifier_options = modifier[1:]
             # Room beside the step: the guard before it, the noise probe after it, Slurm's own start.
-            needed = seconds + 10 + JOB_OVERHEAD_S
+            needed = seconds + STEP_KILL_AFTER_S + JOB_OVERHEAD_S
             if self.time_limit is not None and float(self.time_limit) < needed:
                 self.time_limit = f'{needed}s'
 

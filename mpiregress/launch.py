@@ -9,19 +9,50 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Optional
 
 from .topology import Binding
 
 KILL_ON_BAD_EXIT = "--kill-on-bad-exit=1"
+LATE_EXIT_S = 0.5  # the second component of a heterogeneous step ends this late (pt2pt_step)
+MARKS_ENV = "MPIREGRESS_STEP_MARKS"  # the step watcher's folder for the ranks' exit codes (mpiregress.stepwatch)
 DISTRIBUTIONS: tuple[str, ...] = ("block:block", "block:cyclic")
 
 
 @dataclass(frozen=True)
 class Step:
-    """What a check hands to ReFrame's launcher: srun options, and the executable's own options."""
+    """What a check hands to ReFrame's launcher: srun options, and the executable's own options.
+
+    ``marked_ranks``: how many of its ranks mark their exit for the step watcher (:func:`exit_mark`)."""
 
     options: list[str]
     executable_opts: list[str]
+    marked_ranks: int = 0
+
+
+def exit_mark_script(late_s: float = 0.0) -> str:
+    """The shell text of :func:`exit_mark`, unquoted (for an argv that no shell reads)."""
+    wait = f"sleep {late_s:g}; " if late_s else ""
+    mark = f'[ -z "${MARKS_ENV}" ] || echo $rc > "${MARKS_ENV}/$SLURMD_NODENAME.$$"'
+    return f'"$0" "$@"; rc=$?; {wait}{mark}; [ $rc -gt 128 ] && kill -$((rc - 128)) $$; exit $rc'
+
+
+
+def exit_mark(late_s: float = 0.0) -> list[str]:
+    """``sh -c WRAPPER`` for a job-script line, to put before a rank's program: it runs the program, waits
+    ``late_s``, writes the program's exit code where the step watcher looks (mpiregress.stepwatch) and
+    exits as the program did; a program a signal killed is reported to Slurm as killed by that signal."""
+    return ["sh", "-c", shlex.quote(exit_mark_script(late_s))]
+
+
+def step_bound(python: str, limit_s: int, kill_after_s: int, marked_ranks: int = 0,
+               end_grace_s: Optional[float] = None) -> list[str]:
+    """The launcher modifier bounding a step to ``limit_s`` seconds: ``timeout``, or the step watcher
+    when ranks mark their exit and the partition names how long srun may outlive them."""
+    if not marked_ranks or end_grace_s is None:
+        return ["timeout", "-k", str(kill_after_s), str(limit_s)]
+    return [shlex.quote(python), "-m", "mpiregress", "step-watch", "--limit", str(limit_s),
+            "--kill-after", str(kill_after_s), "--ranks", str(marked_ranks), "--grace", f"{end_grace_s:g}", "--"]
 
 
 def pt2pt_step(binding: Binding, cpus_per_task: int, executable: str, args: list[str],
@@ -32,7 +63,8 @@ def pt2pt_step(binding: Binding, cpus_per_task: int, executable: str, args: list
     to a different core in an ordinary step, so that case is a heterogeneous step:
     each component gets its own binding and PMIx still forms one MPI_COMM_WORLD. Its
     second component ends half a second late: Slurm 22.05 can hang when both end at
-    once (SchedMD 16817).
+    once (SchedMD 16817); it still does now and then, after both ranks have exited, so
+    each rank marks its exit for the step watcher (:func:`exit_mark`, :func:`step_bound`).
     """
     options = list(site_options) + [KILL_ON_BAD_EXIT]
     first, second = binding.ranks
@@ -43,10 +75,10 @@ def pt2pt_step(binding: Binding, cpus_per_task: int, executable: str, args: list
                     f"--cpu-bind=verbose,map_cpu:{cpu}"]
         return Step(options, list(args))
     options += ["-w", '"$MPIREGRESS_NODE0"', "-n1", f"-c{cpus_per_task}", f"--cpu-bind=verbose,map_cpu:{first[1]}"]
-    late_exit = shlex.quote('"$0" "$@"; rc=$?; sleep 0.5; exit $rc')
+    options += exit_mark()
     return Step(options, list(args) + [":", "-w", '"$MPIREGRESS_NODE1"', "-n1", f"-c{cpus_per_task}",
-                                       f"--cpu-bind=verbose,map_cpu:{second[1]}", "sh", "-c", late_exit,
-                                       executable] + list(args))
+                                       f"--cpu-bind=verbose,map_cpu:{second[1]}"] + exit_mark(LATE_EXIT_S)
+                + [executable] + list(args), marked_ranks=2)
 
 
 def collective_step(nprocs: int, nodes: int, distribution: str, site_options: list[str],

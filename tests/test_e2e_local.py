@@ -56,9 +56,14 @@ def test_main_job_builds_runs_and_judges_every_placement(pipeline, tmp_path):
     assert "| local:batch | same_numa | source | latency |" in summary
     assert "verdict" in done.stdout and "same_numa" in done.stdout
     # The partition's step time limit wraps every benchmark step (a hung step ends), through
-    # ReFrame's own launcher modifier: its log holds no deprecation warning.
+    # ReFrame's own launcher modifier: its log holds no deprecation warning. The cross-node steps
+    # (heterogeneous here) are bounded by the step watcher, which also ends them once both ranks have.
     steps = [p.read_text() for p in (tmp_path / "reframe" / "output").rglob("rfm_job.sh")]
-    assert steps and all(re.search(r"^timeout -k 10 \d+ srun ", s, re.M) for s in steps)
+    bounded = (r"^(timeout -k 10 \d+|\S+ -m mpiregress step-watch --limit \d+ --kill-after 10 --ranks 2 --grace 5 --)"
+               r" srun ")
+    assert steps and all(re.search(bounded, s, re.M) for s in steps)
+    assert [("step-watch" in s) for s in steps].count(True) == 2 and all(
+        ("step-watch" in s) == ("MPIREGRESS_NODE1" in s.split("srun", 1)[-1]) for s in steps)
     assert "deprecated" not in (tmp_path / "reframe.out").read_text()
     # The manifest says this was not the official tarball.
     manifest_file = Path(found[("same_numa", "latency")]["target"] and

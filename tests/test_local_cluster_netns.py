@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -18,8 +19,9 @@ from typing import Iterator
 
 import pytest
 
-from mpiregress import cli, netns
+from mpiregress import cli, launch, netns
 from mpiregress.local_cluster import LocalCluster
+from mpiregress.topology import Binding
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -220,3 +222,26 @@ def test_stop_removes_every_namespace_veth_and_bridge_it_made() -> None:
     assert not any((netns.NETNS_DIR / ns).exists() for ns in made)
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert f"{netns.PREFIX}{network.tag}-" not in links
+
+
+def test_the_cross_node_step_marks_each_ranks_exit_for_the_step_watcher(cluster: LocalCluster, pingpong: Path,
+                                                                      tmp_path: Path) -> None:
+    """The checks' heterogeneous step (launch.pt2pt_step) writes both ranks' exit codes where the step
+    watcher looks, from each node; a rank a signal killed is still reported by Slurm as killed so."""
+    step = launch.pt2pt_step(Binding("cross_node", ((0, 0), (1, 1))), 2, str(pingpong), [], ["--mpi=pmix"])
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    command = " ".join(["salloc", "-N2", "--exclusive", "env", f"{launch.MARKS_ENV}={marks}",
+                        "MPIREGRESS_NODE0=node1", "MPIREGRESS_NODE1=node2", "bash", "-c",
+                        shlex.quote(" ".join(["srun"] + step.options + [str(pingpong)] + step.executable_opts))])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode and not list(marks.iterdir()):
+        pytest.fail(f"the step failed before its ranks ran: {done.stderr}", pytrace=False)
+    written = sorted((p.name.split(".")[0], p.read_text().strip()) for p in marks.iterdir())
+    assert written == [("node1", "0"), ("node2", "0")], done.stderr
+    assert step.marked_ranks == 2
+    killed = srun(cluster, "--mpi=none", "-w", "node1", "-n1", "sh", "-c", launch.exit_mark_script(),
+                  "sh", "-c", "kill -SEGV $$")
+    assert killed.returncode != 0 and "Segmentation fault" in killed.stderr, killed.stderr

@@ -5,4 +5,4 @@ another name are listed here, so that one command imports only its own module (a
 calls ``guard`` and ``node-target`` on every node, and importing every command costs seconds).
 """
 
-MODULE_OF_COMMAND = {"node-target": "guard"}
+MODULE_OF_COMMAND = {"node-target": "guard", "step-watch": "step_watch"}
