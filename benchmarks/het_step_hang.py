@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -51,8 +50,9 @@ import threading
 import time
 from pathlib import Path
 
+from _cluster import mpi_env, own_cluster
+
 from mpiregress import launch
-from mpiregress.local_cluster import LocalCluster
 from mpiregress.topology import Binding
 
 DOUBLE = Path(__file__).resolve().parent.parent / "tests" / "osu_double"
@@ -122,13 +122,7 @@ def inner(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop_on_term(signum: int, frame: object) -> None:
-    """A SIGTERM ends the benchmark through its ``finally`` (the cluster and its namespaces are removed)."""
-    raise SystemExit(f"stopped by signal {signum}")
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=100, help="launches per way")
     parser.add_argument("--ways", default="timeout,watch", help=f"comma-separated, of {', '.join(WAYS)}")
@@ -146,17 +140,12 @@ def main() -> int:
         return 2
     print(f"# 2 nodes, osu_latency {' '.join(ARGS)}, {args.launches} launches per way, limit {args.limit} s, "
           f"grace {args.grace:g} s", flush=True)
-    state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
-    state.chmod(0o755)
-    work = Path(tempfile.mkdtemp(prefix="mpr-bench-het-", dir="/tmp"))
-    cluster = LocalCluster(state / "local-cluster", nodes=2, network="namespaces")
     results: list[dict] = []
     started = time.monotonic()
-    try:
+    with own_cluster(2, "het") as (cluster, work):
         binary = build(work)
         cluster.start()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_MCA_"))}
-        env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        env = mpi_env(cluster)
         argv = ["salloc", "-N2", "--exclusive", sys.executable, __file__, "--inner", "--binary", str(binary),
                 "--work", str(work), "--launches", str(args.launches), "--ways", args.ways,
                 "--limit", str(args.limit), "--grace", str(args.grace)]
@@ -172,10 +161,6 @@ def main() -> int:
                     print(f"{r['way']} launch {r['launch']}: exit {r['rc']}, ended {after} after its output "
                           f"({'stopped by the watcher' if r['stopped'] else 'hung' if r['hung'] else 'failed'}): "
                           f"{' | '.join(r['said'])}", flush=True)
-    finally:
-        cluster.stop(force=True)
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
     loads = sorted(r["load"] for r in results)
     if loads:
         print(f"# {time.monotonic() - started:.0f} s; load average (1 min) after each launch: min {loads[0]:.1f}, "

@@ -33,13 +33,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _cluster import mpi_env, own_cluster
 
 from mpiregress import systems
 from mpiregress.links import analysis, judge
@@ -59,9 +59,8 @@ def run_once(cluster: LocalCluster, binary: Path, out: Path, ranks: int, args: l
              ) -> subprocess.CompletedProcess:
     argv = ["salloc", "-N4", "--exclusive", "--time=10", "srun", "--mpi=pmix", f"-n{ranks}", "-O",
             "--cpu-bind=none", "--kill-on-bad-exit=1", str(binary), *args, "-o", str(out)]
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    full.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **env)
-    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=900, cwd=out.parent)
+    return subprocess.run(argv, env=mpi_env(cluster, **env), capture_output=True, text=True, timeout=900,
+                          cwd=out.parent)
 
 
 def names(judged: judge.Judged) -> tuple[set[str], set[str]]:
@@ -70,13 +69,7 @@ def names(judged: judge.Judged) -> tuple[set[str], set[str]]:
     return {b.node for b in result.bad_nodes}, {s.link() for s in result.bad_links}
 
 
-def _stop_on_term(signum: int, frame: object) -> None:
-    """A SIGTERM ends the benchmark through its ``finally`` (the cluster and its namespaces are removed)."""
-    raise SystemExit(f"stopped by signal {signum}")
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rate", default=None,
@@ -98,14 +91,11 @@ def main() -> int:
     link_args = str(site.get("args", "-S -w 5 -i 20 -I 5 -Z 10")).split()
     env = {k: str(v) for k, v in (site.get("env") or {}).items()}
     print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}")
-    state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
-    work = Path(tempfile.mkdtemp(prefix="mpr-bench-build-"))
-    cluster = LocalCluster(state, nodes=4, network="namespaces")
     tally: dict[str, list[int]] = {}
     lost: dict[str, int] = {}
     inter_bw: list[float] = []
     loads: list[float] = []
-    try:
+    with own_cluster(4, "links") as (cluster, work):
         binary = build_linktest(work)
         started = time.monotonic()
         cluster.start()
@@ -158,10 +148,6 @@ def main() -> int:
             tally[condition] = [right, args.repeat]
             if faults[condition]:
                 cluster.clear_faults()
-    finally:
-        cluster.stop(force=True)
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
     if loads:
         print(f"# load average (1 min) after each run: min {min(loads):.1f}, median "
               f"{statistics.median(loads):.1f}, max {max(loads):.1f}; limit {rate}")

@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _cluster import mpi_env, own_cluster
 
 from mpiregress.local_cluster import LocalCluster
 
@@ -70,21 +69,13 @@ def build(work: Path) -> Path:
 
 def launch(cluster: LocalCluster, binary: Path, nodes: int, ranks: int, env: dict[str, str], cwd: Path
            ) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_MCA_"))}
-    full.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                OMPI_MCA_mpi_yield_when_idle="1", **env)
+    full = mpi_env(cluster, OMPI_MCA_mpi_yield_when_idle="1", **env)
     argv = ["srun", "--mpi=pmix", f"-N{nodes}", f"-n{ranks}", "-O", "--cpu-bind=none", "--kill-on-bad-exit=1",
             str(binary)]
     return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
-def _stop_on_term(signum: int, frame: object) -> None:
-    """A SIGTERM ends the benchmark through its ``finally`` (the cluster and its namespaces are removed)."""
-    raise SystemExit(f"stopped by signal {signum}")
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _stop_on_term)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=300, help="launches per setting")
     parser.add_argument("--nodes", type=int, default=4)
@@ -98,14 +89,10 @@ def main() -> int:
         return 2
     ranks = args.nodes * args.ranks_per_node
     print(f"# {args.nodes} nodes x {args.ranks_per_node} ranks, {args.launches} launches per setting")
-    state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
-    state.chmod(0o755)
-    work = Path(tempfile.mkdtemp(prefix="mpr-bench-init-"))
-    cluster = LocalCluster(state / "local-cluster", nodes=args.nodes, network="namespaces")
     tally = {s: {"launches": 0, "crashes": 0, "other": 0} for s in chosen}
     loads: list[float] = []
     started = time.monotonic()
-    try:
+    with own_cluster(args.nodes, "init") as (cluster, work):
         binary = build(work)
         cluster.start()
         for i in range(args.launches):
@@ -119,10 +106,6 @@ def main() -> int:
                 tally[setting][kind] += 1
                 said = [ln for ln in done.stderr.splitlines() if ln.startswith("srun: error")]
                 print(f"{setting} launch {i + 1}: exit {done.returncode}, {kind}: {' | '.join(said[:4])}", flush=True)
-    finally:
-        cluster.stop(force=True)
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
     if loads:
         loads.sort()
         print(f"# {time.monotonic() - started:.0f} s; load average (1 min) after each launch: min {loads[0]:.1f}, "

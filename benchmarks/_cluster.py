@@ -1,0 +1,48 @@
+"""A benchmark's own local cluster: 4 (or N) nodes in network namespaces, in fresh folders under /tmp.
+
+The benchmarks that inject faults or count launches start a cluster of their own, never the
+developer's or the test session's, and must leave nothing behind however they end: the cluster
+is stopped (by its PIDs, its namespaces and bridge removed) and both folders deleted on a normal
+end, an exception or a SIGTERM.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from mpiregress.local_cluster import LocalCluster
+
+
+def _stop_on_term(signum: int, frame: object) -> None:
+    """A SIGTERM ends the benchmark through own_cluster's ``finally``."""
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+@contextlib.contextmanager
+def own_cluster(nodes: int, name: str) -> Iterator[tuple[LocalCluster, Path]]:
+    """A namespaces cluster of ``nodes`` (not yet started: the caller builds first, then starts and may
+    time it) and a work folder ``/tmp/mpr-bench-<name>-*``; stopped and removed whatever happens."""
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    state = Path(tempfile.mkdtemp(prefix="mpr-bench-", dir="/tmp"))
+    state.chmod(0o755)  # munged runs as the munge user
+    work = Path(tempfile.mkdtemp(prefix=f"mpr-bench-{name}-", dir="/tmp"))
+    cluster = LocalCluster(state / "local-cluster", nodes=nodes, network="namespaces")
+    try:
+        yield cluster, work
+    finally:
+        cluster.stop(force=True)
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def mpi_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
+    """This process's environment for srun/salloc on ``cluster``: no inherited Slurm or OpenMPI MCA
+    settings (they would name another cluster or change the transport), run as root allowed, ``extra`` last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_MCA_"))}
+    env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **extra)
+    return env
