@@ -19,7 +19,6 @@ numbers and the alternation; every sample says its look and the run's budget (``
 """
 import os
 import shlex
-import sys
 from pathlib import Path
 
 import reframe as rfm
@@ -29,7 +28,7 @@ from reframe.core.exceptions import SanityError
 
 from mpiregress import launch, manifest, osu_output, topology
 from mpiregress.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
-from mpiregress.checkbase import STEP_KILL_AFTER_S, OsuCheckBase
+from mpiregress.checkbase import OsuCheckBase
 from mpiregress.names import MEASURED_ITERATIONS, PLACEMENTS, PT2PT
 
 STEP_MARK = 'mpiregress-ab-step'
@@ -94,13 +93,11 @@ class OsuAbCheck(OsuCheckBase):
             f'export {n}={shlex.quote(str(v))}' for n, v in build.env.get('env_vars', {}).items()]
         # The partition's step timeout bounds the two-node step's teardown hang (see systems/local.yaml);
         # a one-node step has none, and bounding it would cut a slow B (the very regression) short.
-        extras = self.current_partition.extras
-        timeout = extras.get('step_timeout') if self.binding.nodes == 2 else None
+        timeout = self.current_partition.extras.get('step_timeout') if self.binding.nodes == 2 else None
         bounded = ''
         if timeout:
             limit = max(60, int(timeout * self.iterations / MEASURED_ITERATIONS))
-            bounded = ' '.join(launch.step_bound(sys.executable, limit, STEP_KILL_AFTER_S, step.marked_ranks,
-                                                 extras.get('step_end_grace'))) + ' '
+            bounded = ' '.join(self.step_bound(limit, step.marked_ranks)) + ' '
         run = f'{bounded}srun {" ".join(step.options)} {shlex.quote(binary)} {" ".join(step.executable_opts)}'
         stem = f'ab-{pair}-{side}'
         return f'( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; echo "{STEP_MARK} {position} {pair} {side} $?"'

@@ -86,14 +86,19 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         if step_timeout:
             share = (self.warmup + self.iterations) / (WARMUP_ITERATIONS + MEASURED_ITERATIONS)
             seconds = max(60, int(step_timeout * scale * share))
-            modifier = launch.step_bound(sys.executable, seconds, STEP_KILL_AFTER_S, marked_ranks,
-                                         self.current_partition.extras.get('step_end_grace'))
+            modifier = self.step_bound(seconds, marked_ranks)
             self.job.launcher.modifier = modifier[0]
             self.job.launcher.modifier_options = modifier[1:]
             # Room beside the step: the guard before it, the noise probe after it, Slurm's own start.
             needed = seconds + STEP_KILL_AFTER_S + JOB_OVERHEAD_S
             if self.time_limit is not None and float(self.time_limit) < needed:
                 self.time_limit = f'{needed}s'
+
+    def step_bound(self, seconds: int, marked_ranks: int = 0) -> list[str]:
+        """The launcher modifier bounding a step to ``seconds``: :func:`launch.step_bound` with this
+        partition's ``step_end_grace``."""
+        return launch.step_bound(sys.executable, seconds, STEP_KILL_AFTER_S, marked_ranks,
+                                 self.current_partition.extras.get('step_end_grace'))
 
     def record(self, parameters: dict[str, Any], value: float, metric: Optional[str] = None, **judged: Any) -> None:
         """One measured series. ``judged``: what a check that judges its own run adds (the link

@@ -37,7 +37,6 @@ def exit_mark_script(late_s: float = 0.0) -> str:
     return f'"$0" "$@"; rc=$?; {wait}{mark}; [ $rc -gt 128 ] && kill -$((rc - 128)) $$; exit $rc'
 
 
-
 def exit_mark(late_s: float = 0.0) -> list[str]:
     """``sh -c WRAPPER`` for a job-script line, to put before a rank's program: it runs the program, waits
     ``late_s``, writes the program's exit code where the step watcher looks (mpiregress.stepwatch) and
