@@ -391,8 +391,10 @@ class LocalCluster:
         found = {}
         for line in proc.stdout.splitlines():
             name, state, features, cpus, hostname, addr = line.split("|")
-            found[name] = {"state": state.rstrip("*~#!%$@^-"), "features": features.split(","),
-                           "cpus": int(cpus), "hostname": hostname, "addr": addr}
+            # "*": slurmctld has not heard from the node's slurmd since its last ping (also for a
+            # moment after `scontrol update state=resume`, until the node answers the ping it triggers).
+            found[name] = {"state": state.rstrip("*~#!%$@^-"), "responding": "*" not in state,
+                           "features": features.split(","), "cpus": int(cpus), "hostname": hostname, "addr": addr}
         return found
 
     def status(self) -> dict:

@@ -83,13 +83,25 @@ def leftovers(cluster: LocalCluster, wait: float = 60) -> list[str]:
         said.append(f"the test left faults in force ({'; '.join(cluster.faults())}); cleared: "
                     f"{'; '.join(cluster.clear_faults())}")
     states = cluster.nodes()
+    resumed = []
     for node in cluster.node_names:
         state = states.get(node, {}).get("state", "missing")
         if state not in USABLE_STATES:
             reasons = dict(line.split("|", 1) for line in
                            _slurm(cluster, "sinfo", "-h", "-N", "-o", "%N|%E").splitlines() if "|" in line)
             _slurm(cluster, "scontrol", "update", f"nodename={node}", "state=resume")
+            resumed.append(node)
             said.append(f"the test left {node} {state} ({reasons.get(node, '').strip() or 'no reason'}); resumed")
+    # A resumed node is "not responding" (idle*) until it answers the ping that the resume triggers;
+    # a test started before that would find it so.
+    deadline = time.monotonic() + 30
+    while resumed and time.monotonic() < deadline:
+        states = cluster.nodes()
+        resumed = [n for n in resumed if not states.get(n, {}).get("responding")]
+        if resumed:
+            time.sleep(0.5)
+    if resumed:
+        said.append(f"{', '.join(resumed)} still not responding 30 s after being resumed")
     return said
 
 

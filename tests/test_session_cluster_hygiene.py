@@ -27,8 +27,11 @@ def test_a_left_job_and_a_drained_node_are_cleaned_and_said(local_cluster: Local
         said == [f"the test left Slurm job(s) {job}|PENDING|a job name after 0 s; cancelled",
                  "the test left node2 drained (left by a test); resumed"], said
     assert slurm(local_cluster, "squeue", "-h").strip() == ""
-    states = {n: v["state"] for n, v in local_cluster.nodes().items()}
+    nodes = local_cluster.nodes()
+    states = {n: v["state"] for n, v in nodes.items()}
     assert set(states) == set(local_cluster.node_names) and set(states.values()) <= USABLE_STATES, states
+    # Resumed and answering again (not idle*): the next test may use every node at once.
+    assert all(v["responding"] for v in nodes.values()), nodes
     assert leftovers(local_cluster, wait=0) == []
 
 
