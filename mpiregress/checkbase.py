@@ -129,9 +129,10 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def select_build(self):
         node_target = self.current_partition.processor.arch
-        found = manifest.find(Path(self.manifest_dir), self.build_method)
+        system = self.current_system.name
+        found = manifest.of_system(manifest.find(Path(self.manifest_dir), self.build_method), system)
         if not found:
-            self.skip_with(f'no {self.build_method} build here: no manifest in {self.manifest_dir} '
+            self.skip_with(f'no {self.build_method} build here: no manifest for {system} in {self.manifest_dir} '
                            f"(run 'mpiregress build --method {self.build_method}')")
         best = microarch.best_build([m.target for m in found], [node_target])
         if best is None:

@@ -126,6 +126,12 @@ def find(directory: Path, method: str) -> list[Manifest]:
     return [m for m in (read(p) for p in sorted(directory.glob(f"{method}-*.json"))) if m.method == method]
 
 
+def of_system(manifests: list[Manifest], system: str) -> list[Manifest]:
+    """The manifests built for ``system`` (or recording none): a build of another system is linked against
+    that system's MPI and modules, even where the CPU targets agree (the local system and Aion: zen2)."""
+    return [m for m in manifests if m.extra.get("system") in (None, "", system)]
+
+
 def select(directory: Path, method: str, node_targets: list[str]) -> tuple[Optional[Manifest], str]:
     """The best ``method`` build for nodes of ``node_targets``, or (None, the reason there is none)."""
     candidates = find(directory, method)

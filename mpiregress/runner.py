@@ -183,7 +183,7 @@ def _planned_manifests(opts: RunOptions, tc: toolchain.Toolchain, methods: list[
     """For --dry-run: real manifests plus clearly marked planned ones, so every job script can be written."""
     planned = opts.report_dir / "planned-manifests"
     planned.mkdir(parents=True, exist_ok=True)
-    for existing in manifest.find_all(opts.manifest_dir):
+    for existing in manifest.of_system(manifest.find_all(opts.manifest_dir), opts.system):
         if existing.path:
             shutil.copy(existing.path, planned / Path(existing.path).name)
     targets = sorted({p.build_target() for p in systems.get(opts.system).partitions})

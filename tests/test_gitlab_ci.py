@@ -543,7 +543,7 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     assert all(verdicts[job] == "PASS" for job in jobs - {"verdict:local"}), tail(done)
     assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
     verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
-    assert verdict["event"] == "schedule" and verdict["gating"] == ["history_gate"], verdict
+    assert verdict["event"] == "schedule" and verdict["gating"] == ["history_gate", "links"], verdict
     history = Path(variables["MPIREGRESS_HISTORY_DB"])
     assert history.exists(), "the schedule records its results in the history database"
     import sqlite3

@@ -245,3 +245,22 @@ def test_a_negative_node_count_is_one_sentence(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "nodes=-3, ranks_per_node=0: give whole numbers from 0 (the default) up" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_build_of_another_system_is_never_used_for_this_one(tmp_path: Path) -> None:
+    """A manifest dir holding the local system's zen2 build (linked against this host's MPI): an Aion run,
+    also zen2, plans its own build instead of running the local one."""
+    from mpiregress import manifest
+    manifests = tmp_path / "manifests"
+    prefix = "/opt/local-build"
+    manifest.write(manifest.Manifest(method="source", toolchain="2023b", osu_version="7.2", target="zen2",
+                                     prefix=prefix, bin_dir=f"{prefix}/bin",
+                                     programs={"linktest": f"{prefix}/programs/bin/linktest"},
+                                     extra={"system": "local", "partition": "batch"}), manifests)
+    cmd = [sys.executable, "-m", "mpiregress", "run", "--system", "aion", "--dry-run", "--families", "links",
+           "--methods", "source", "--manifest-dir", str(manifests), "--report-dir", str(tmp_path / "r")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    [script] = sorted((tmp_path / "r" / "reframe" / "stage").rglob("rfm_job.sh"))
+    text = script.read_text()
+    assert "/planned/source/zen2/programs/bin/linktest" in text and prefix not in text

@@ -13,7 +13,8 @@ from mpiregress.ab.confirm import REPRODUCED, TRANSIENT, Confirmation
 from mpiregress.ab.paired import PairedVerdict
 from mpiregress.errors import InputError
 from mpiregress.report import verdict_text
-from mpiregress.results import pt2pt, pt2pt_key
+from mpiregress.links.series import BENCHMARK as LINKTEST
+from mpiregress.results import Result, pt2pt, pt2pt_key
 from mpiregress.verdict import compose, policy
 from mpiregress.verdict.compose import EVIDENCE, Evidence, Finding, PipelineVerdict
 from mpiregress.verdict.cross_method import Finding as CrossFinding
@@ -227,5 +228,27 @@ def test_a_broken_gating_policy_is_one_sentence(tmp_path: Path, text, words):
 def test_the_shipped_policy_gates_as_the_design_says():
     rules = policy.load()
     assert rules["toolchain_mr"].gates == ("paired_ab", "build_method", "baseline_band_changed")
-    assert rules["schedule"].gates == ("history_gate",) and rules["schedule"].confirm_history
+    assert rules["schedule"].gates == ("history_gate", "links") and rules["schedule"].confirm_history
+    assert rules["run"].gates == ("baseline_band", "links")
+    assert all("links" in r.evidence for r in (rules["toolchain_mr"], rules["baselines_mr"]))
     assert rules["baselines_mr"].gates == ("baseline_band_changed",)
+
+
+def bad_link(system="aion") -> Result:
+    """A link series the link matrix failed (links.series makes these from a judged run)."""
+    return Result(system, "batch", "source", LINKTEST, {"link": "aion-0001--aion-0003"}, "bandwidth", "MB/s",
+                  3000.0, "fail", "bad link aion-0001--aion-0003 (ranks 0-4): bandwidth 4.4x typical, 4.4x on re-test",
+                  nodelist=["aion-0001", "aion-0003"])
+
+
+@pytest.mark.parametrize(("event", "state"), [("schedule", "regression"), ("run", "regression"),
+                                              ("toolchain_mr", "pass"), ("baselines_mr", "pass")])
+def test_a_bad_link_is_the_link_matrixs_finding_gating_where_no_change_is_judged(event, state):
+    """The link matrix named it, against the typical pair of its own run: the finding says so (not a baseline
+    band), fails the weekly run and a standalone run, and is evidence on a merge request (it names hardware)."""
+    v = compose.compose(event, Evidence(results=[bad_link(), measured()], changed_baselines=frozenset()))
+    [found] = [f for f in v.findings if f.key == bad_link().key()]
+    assert found.judge == "link matrix" and "bad link aion-0001--aion-0003" in found.sentence
+    assert v.state == state and found.state == ("regression" if state == "regression" else EVIDENCE)
+    if state == "pass":
+        assert "evidence only" in found.sentence

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from .. import errors
+from ..links.series import BENCHMARK as LINKTEST
 from ..results import Result
 from ..series import SeriesKey
 from . import policy
@@ -43,7 +44,7 @@ class Finding:
     or evidence that did not gate (with why it did not)."""
 
     state: str                    # one of STATES but "pass"/"not available", or EVIDENCE
-    judge: str                    # paired A/B | history gate | baseline band | confirmation | cross-method | ...
+    judge: str                    # paired A/B | history gate | baseline band | link matrix | confirmation | ...
     subject: str                  # the series (or the group of series) it is about
     sentence: str                 # what was seen, with the numbers
     cause: str = ""               # the likely cause, from evidence only ('' when nothing points anywhere)
@@ -192,13 +193,20 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
             out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
         if r.status != "fail":
             continue
-        gates = "baseline_band" in rules.gates or ("baseline_band_changed" in rules.gates and _changed(key, ev, rules))
+        if r.benchmark == LINKTEST:
+            # The link matrix failed this series itself (a bad node or link against the typical pair of the
+            # same run, confirmed on re-test): no baseline is involved, and what it names is hardware.
+            judge, gates = "link matrix", "links" in rules.gates
+        else:
+            judge = "baseline band"
+            gates = "baseline_band" in rules.gates or ("baseline_band_changed" in rules.gates
+                                                        and _changed(key, ev, rules))
         cause = ev.causes.get(key, "")
         if gates:
-            out.append(Finding("regression", "baseline band", key.name(), r.reason, cause=cause, key=key))
+            out.append(Finding("regression", judge, key.name(), r.reason, cause=cause, key=key))
         else:
-            out.append(Finding(EVIDENCE, "baseline band", key.name(), r.reason + _why_not_gating(
-                "baseline band", key, rules, paired), key=key))
+            out.append(Finding(EVIDENCE, judge, key.name(), r.reason + _why_not_gating(judge, key, rules, paired),
+                               key=key))
     return out
 
 
