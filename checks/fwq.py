@@ -36,8 +36,7 @@ RTLA_ERRORS = 'rtla.err'
 class FwqNoiseCheck(OsuCheckBase):
     layout = parameter(list(records.LAYOUTS))
     metric = variable(str, value='efficiency')
-    # ~3 s of 10 us quanta: a 1 Hz spectral resolution and 300 periods of a 100 Hz event.
-    fwq_iterations = variable(int, value=300_000)
+    fwq_iterations = variable(int, value=placement.ITERATIONS)
     rtla_seconds = variable(int, value=5)
     noise_probe = False                      # this check is the noise measurement itself
     problems = variable(list, value=[])      # nodes cut short or lost, beside the nodes kept

@@ -142,7 +142,7 @@ def test_an_event_on_every_core_is_the_hosts_and_said_once() -> None:
     run = analysis.RunNoise(nodes=(analysis.node_noise(node),), quantum_target_ns=10_000, iterations=300_000,
                             truncated=None)
     said = findings.sentences(run)
-    host = [s for s in said if "Hz event on every core" in s]
+    host = [s for s in said if "on every core" in s]
     assert len(host) == 1 and "every core of n1" in host[0] and "the host's own" in host[0], said
 
 
@@ -294,3 +294,117 @@ def test_cli_analyze_writes_summary_table_figure_records(tmp_path: Path) -> None
     assert (out / "spectrum.png").read_bytes()[:4] == b"\x89PNG"
     assert len((out / "cores.tsv").read_text().splitlines()) == 3
     assert json.loads((out / "records.json").read_text())[0]["benchmark"] == "fwq"
+
+
+# --- What real runs on the local cluster showed (benchmarks/noise_periods.py), reproduced synthetically.
+
+def throttled(times: np.ndarray, phase_ns: int, stall_ns: int = 50_000_000) -> np.ndarray:
+    """``times`` with the kernel's real-time throttling of a SCHED_FIFO FWQ: a ``stall_ns`` stall every
+    second of wall time, from ``phase_ns`` on (each core is throttled at its own phase)."""
+    out = times.astype(np.int64).copy()
+    now, next_stall = 0, phase_ns
+    for i in range(len(out)):
+        if now + out[i] >= next_stall:
+            out[i] += stall_ns
+            next_stall += 1_000_000_000
+        now += out[i]
+    return out.astype(np.uint32)
+
+
+def gated(times: np.ndarray, every_ns: int, detour_ns: int, phase_ns: int, hole_ns: int = 50_000_000) -> np.ndarray:
+    """A source hitting every ``every_ns`` except in the ``hole_ns`` after each throttling stall: the
+    source is real-time too, so the kernel stops it with FWQ (its harmonics get sidebands)."""
+    out = times.astype(np.int64).copy()
+    now, next_event, next_stall = 0, every_ns, phase_ns
+    for i in range(len(out)):
+        if now + out[i] >= next_stall:
+            out[i] += hole_ns
+            next_stall += 1_000_000_000
+            next_event = now + out[i] + every_ns
+        elif now + out[i] >= next_event:
+            out[i] += detour_ns
+            next_event += every_ns
+        now += out[i]
+    return out.astype(np.uint32)
+
+
+def run_of(*cores: np.ndarray) -> analysis.RunNoise:
+    node = fwqfile.NodeData(name="n1", ranks=tuple(fwqfile.RankData(r, r, False, True, 10_000, 0, t)
+                                                    for r, t in enumerate(cores)))
+    return analysis.RunNoise(nodes=(analysis.node_noise(node),), quantum_target_ns=10_000,
+                             iterations=len(cores[0]), truncated=None)
+
+
+def quiet_core(seed: int) -> np.ndarray:
+    """A core FWQ owns at SCHED_FIFO: jitter and a few other wake-ups (the real runs' background)."""
+    return contended(pulse_train(300_000, 10_000, 10**15, 0, seed), seed + 40, hits=20)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_throttling_stalls_are_one_slow_line_of_the_host(seed: int) -> None:
+    """50 ms every second on each core at its own phase: lines at 2-4.5 Hz, at different places on
+    each core; one slow line per core, said once as the host's, none as one core's."""
+    run = run_of(throttled(quiet_core(seed), 300_000_000), throttled(quiet_core(seed + 1), 700_000_000))
+    for core in run.nodes[0].cores:
+        assert len([p for p in core.periods if p.frequency_hz < analysis.MIN_EVENT_HZ]) <= 1, core.periods
+    assert findings.one_core_events(run) == [], [c.periods for c in run.nodes[0].cores]
+    host = [s for s in findings.sentences(run) if "the host's own" in s]
+    assert len(host) == 1, findings.sentences(run)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_throttled_5_ms_source_is_one_event_without_sideband_events(seed: int) -> None:
+    """A 5 ms source stopped with FWQ by the throttling: its harmonics get sidebands 1 Hz apart,
+    which must not make events of their own (5.1, 7 or 10 Hz combs were seen)."""
+    source = gated(quiet_core(seed), 5_000_000, 500_000, 600_000_000)
+    run = run_of(throttled(quiet_core(seed + 1), 200_000_000), source)
+    events = findings.one_core_events(run)
+    assert [(c.cpu, round(p.frequency_hz)) for c, p in events] == [(1, 200)], \
+        [c.periods for c in run.nodes[0].cores]
+
+
+def host_timers(times: np.ndarray) -> np.ndarray:
+    """The host's own: a 250 Hz tick (4 ms, 15 us) and a 100 Hz timer (10 ms, 40 us)."""
+    return inject(inject(times, 4_000_000, 15_000), 10_000_000, 40_000)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_hosts_timers_are_the_hosts_however_each_core_tells_them(seed: int) -> None:
+    """The same lines (multiples of 100 and 250 Hz) may be told as one 50 Hz comb on a core and as a
+    100 Hz and a 250 Hz event on the other: the host's either way, no core's own."""
+    run = run_of(host_timers(quiet_core(seed)), host_timers(quiet_core(seed + 1)))
+    cores = run.nodes[0].cores
+    assert all(c.periods for c in cores), "the timers were not found at all"
+    assert findings.one_core_events(run) == [], [c.periods for c in cores]
+    assert findings.host_lines(run), findings.sentences(run)
+
+
+def test_lines_not_fundamentals_decide_what_the_cores_share() -> None:
+    """A 50 Hz comb over the 100 and 250 Hz events' lines is shown by the core that reports those two."""
+    def core(periods: tuple[analysis.Period, ...], lines: tuple[float, ...]) -> analysis.CoreNoise:
+        freqs = np.arange(0, 1500, 0.3)
+        return analysis.CoreNoise("n1", 0, 0, True, False, 10.0, 0.01, 50.0, 1.0, 2.0, 3.0, periods,
+                                  (freqs, np.ones_like(freqs)), lines)
+    hundred = analysis.Period(100.0, 900.0, 8, tuple(100.0 * k for k in range(2, 11)))
+    tick = analysis.Period(250.0, 500.0, 1, (250.0, 750.0))
+    lines = tuple(sorted(set(hundred.lines + tick.lines + (100.0, 500.0, 1000.0))))
+    fifty = analysis.Period(50.0, 300.0, 9, (250.0, 300.0, 400.0, 500.0, 600.0, 700.0, 750.0, 800.0, 900.0))
+    zero, one = core((hundred, tick), lines), core((fifty,), fifty.lines)
+    assert findings.shows(zero, fifty) and findings.shows(one, hundred) and findings.shows(one, tick)
+    five = analysis.Period(5.0, 600.0, 130, tuple(5.0 * k for k in range(2, 131)))
+    assert not findings.shows(zero, five)
+
+
+def test_a_comb_does_not_take_a_strangers_line_for_its_anchor() -> None:
+    """An odd order of half the event's frequency that is only a host line (500 Hz beside a 73 ms
+    event's comb): the event is reported at 13.7 Hz, not at 6.85 Hz."""
+    members = [(0, 73)] + [(i, 2 * k) for i, k in enumerate(range(1, 40), start=1)]
+    assert analysis.stranger_anchor(members, 73)
+    genuine = [(0, 73)] + [(i, k) for i, k in enumerate(range(1, 80), start=1) if k != 73]
+    assert not analysis.stranger_anchor(genuine, 73)
+
+
+def test_sidebands_are_beside_a_harmonic_not_on_another_event() -> None:
+    assert analysis.sideband(399.0, 200.0) and analysis.sideband(605.0, 200.0)
+    assert not analysis.sideband(300.0, 200.0)
+    assert not analysis.sideband(7.0, 3.0)     # slow lines have no harmonics to flank

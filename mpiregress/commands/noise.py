@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lay = actions.add_parser("layouts", help="srun lines of the all-cores / one-free-per-socket / SMT experiments")
     lay.add_argument("--topology", type=Path, required=True, help="processor.json of the partition (checks/topology)")
     lay.add_argument("--fwq", default="fwq", help="path of the fwq binary on the cluster")
-    lay.add_argument("--iterations", type=int, default=300000)
+    lay.add_argument("--iterations", type=int, default=placement.ITERATIONS)
     lay.set_defaults(func=run_layouts)
 
     r = actions.add_parser("rtla", help="run `rtla osnoise top` on CPUs (root, osnoise tracer needed)")

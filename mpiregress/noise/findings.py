@@ -1,7 +1,9 @@
 """Sentences an admin reads: one per node, one per core that lost time or shows a periodic event."""
 from __future__ import annotations
 
-from .analysis import CoreNoise, NodeNoise, Period, RunNoise
+import numpy as np
+
+from .analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise
 
 # Below this share of lost time a core is not worth a sentence of its own.
 WORTH_NAMING = 0.01
@@ -23,8 +25,17 @@ def hz(frequency: float) -> str:
 
 
 def same_period(a: float, b: float) -> bool:
-    """Two cores' lines of one event: within the spectrum's resolution (~0.3 Hz) or 2 %."""
-    return abs(a - b) <= max(0.4, 0.02 * max(a, b))
+    """Two cores' lines of one event: within the spectrum's resolution (~0.3 Hz) or 2 %, or both slow.
+
+    Below MIN_EVENT_HZ the run cannot place an event (analysis.one_slow_line): two cores' slow lines
+    are one slow finding, whatever their places.
+    """
+    return abs(a - b) <= max(0.4, 0.02 * max(a, b)) or max(a, b) < MIN_EVENT_HZ
+
+
+def core_events(core: CoreNoise, skip: tuple[float, ...] = ()) -> list[Period]:
+    """The periods of ``core`` that are its own: those not among ``skip``, the host's lines already said."""
+    return [p for p in core.periods if not any(same_period(p.frequency_hz, f) for f in skip)]
 
 
 def periodic(core: CoreNoise, skip: tuple[float, ...] = ()) -> list[str]:
@@ -33,8 +44,42 @@ def periodic(core: CoreNoise, skip: tuple[float, ...] = ()) -> list[str]:
     ``skip``: frequencies already said once for every core of the host.
     """
     return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} (spectral line {p.prominence:.0f}x "
-            f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core.periods
-            if not any(same_period(p.frequency_hz, f) for f in skip)]
+            f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core_events(core, skip)]
+
+
+# An event of one core is on another when at least this share of its lines are lines there too.
+SHARED_LINES = 0.5
+
+
+def shows(core: CoreNoise, p: Period) -> bool:
+    """Does ``core`` show the event ``p`` of another core?
+
+    It does when it reports it too, or when at least SHARED_LINES of ``p``'s lines (its
+    fundamental and every line folded into it) are lines of ``core``'s spectrum, reported or
+    not. A line confirms at HARMONIC_PROMINENCE (8x), as a harmonic does at its expected place:
+    the 30x bar is for claiming an event, not for seeing it again. And the lines, not the
+    fundamental each core picked: one comb can be told two ways (the host's 250 Hz tick and
+    10 ms timers are a 100 Hz and a 250 Hz event on one core, a 50 Hz event on the other, over
+    the same lines), and a host line can hide in a core's own comb (the 250 Hz tick among a 5 Hz
+    event's lines). A source on one core has lines the others lack: its comb's orders are many,
+    and a throttled or modulated source brings its sidebands (analysis.sideband).
+    """
+    if any(same_period(p.frequency_hz, q.frequency_hz) for q in core.periods):
+        return True
+    theirs = np.array(core.lines)
+    if not len(theirs):
+        return False
+    own = (p.frequency_hz,) + p.lines
+    # One line on two cores: within a spectral bin (lines are placed to a fraction of one), not the
+    # 2 % of same_period, which at high orders would take a strong event's sidebands for the host's lines.
+    bin_hz = resolution(core)
+    return sum(bool(np.any(np.abs(theirs - f) <= bin_hz)) for f in own) >= SHARED_LINES * len(own)
+
+
+def resolution(core: CoreNoise) -> float:
+    """The spacing of a core's spectrum (Hz): 1 / its run's length."""
+    freqs = core.spectrum[0]
+    return float(freqs[1] - freqs[0]) if len(freqs) > 1 else 1.0 / max(core.duration_s, 1e-9)
 
 
 def host_periods(cores: list[CoreNoise]) -> list[tuple[float, float]]:
@@ -45,16 +90,14 @@ def host_periods(cores: list[CoreNoise]) -> list[tuple[float, float]]:
     """
     if len(cores) < 2:
         return []
-    out = []
-    for p in cores[0].periods:
-        matches: list[Period] = [p]
-        for core in cores[1:]:
-            match = next((q for q in core.periods if same_period(p.frequency_hz, q.frequency_hz)), None)
-            if match is None:
-                break
-            matches.append(match)
-        else:
-            out.append((p.frequency_hz, max(m.prominence for m in matches)))
+    out: list[tuple[float, float]] = []
+    for core in cores:
+        for p in core.periods:
+            if any(same_period(p.frequency_hz, f) for f, _ in out):
+                continue
+            if all(other is core or shows(other, p) for other in cores):
+                out.append((p.frequency_hz, max(q.prominence for c in cores for q in c.periods
+                                                if same_period(p.frequency_hz, q.frequency_hz))))
     return out
 
 
@@ -65,21 +108,52 @@ def node_sentence(node: NodeNoise) -> str:
             f"{node.max_detour_us:.0f} us.")
 
 
+def host_lines(run: RunNoise) -> list[tuple[str | None, float, float]]:
+    """(node, frequency, strongest prominence) of each event that is a host's, not one core's, each once.
+
+    ``node`` is None for an event on every core of the run, else the one node on every core of
+    which it is (and that is not already a line of the whole run).
+    """
+    every = [c for node in run.nodes for c in node.cores]
+    lines: list[tuple[str | None, float, float]] = [(None, f, prom) for f, prom in host_periods(every)]
+    for node in run.nodes:
+        lines.extend((node.node, f, prom) for f, prom in host_periods(list(node.cores))
+                     if not any(same_period(f, g) for where, g, _ in lines if where is None))
+    return lines
+
+
+def host_skip(lines: list[tuple[str | None, float, float]], node: str) -> tuple[float, ...]:
+    """Frequencies of ``lines`` already said for every core of ``node``."""
+    return tuple(f for where, f, _ in lines if where in (None, node))
+
+
+def one_core_events(run: RunNoise) -> list[tuple[CoreNoise, Period]]:
+    """Every event the findings name as one core's (the host's lines left out), node by node."""
+    lines = host_lines(run)
+    return [(core, p) for node in run.nodes for core in node.cores
+            for p in core_events(core, host_skip(lines, node.node))]
+
+
+def host_event(frequency: float, prominence: float, where: str) -> str:
+    """The sentence of a host's line; a slow one says it is no period the run can place."""
+    if frequency < MIN_EVENT_HZ:
+        what = (f"Slow lines (strongest at {hz(frequency)} Hz, below the {MIN_EVENT_HZ:g} Hz a run can place: a few "
+                f"long stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
+    else:
+        what = f"A {hz(frequency)} Hz event"
+    return (f"{what} on every core of {where} (spectral line up to {prominence:.0f}x its background): "
+            f"the host's own, not one core's.")
+
+
 def sentences(run: RunNoise) -> list[str]:
     """All findings of a run, node by node; the truncation first when data was lost."""
     out = [f"file cut short: {run.truncated}."] if run.truncated else []
-    every = [c for node in run.nodes for c in node.cores]
-    host = host_periods(every)
-    if host:
-        names = ", ".join(node.node for node in run.nodes)
-        out.extend(f"A {hz(f)} Hz event on every core of {names} (spectral line up to {prom:.0f}x its background): "
-                   f"the host's own, not one core's." for f, prom in host)
+    lines = host_lines(run)
+    names = ", ".join(node.node for node in run.nodes)
+    out.extend(host_event(f, prom, names) for where, f, prom in lines if where is None)
     for node in run.nodes:
-        own = [(f, prom) for f, prom in host_periods(list(node.cores))
-               if not any(same_period(f, g) for g, _ in host)]
-        out.extend(f"A {hz(f)} Hz event on every core of {node.node} (spectral line up to {prom:.0f}x its "
-                   f"background): the host's own, not one core's." for f, prom in own)
-        skip = tuple(f for f, _ in host + own)
+        out.extend(host_event(f, prom, node.node) for where, f, prom in lines if where == node.node)
+        skip = host_skip(lines, node.node)
         out.append(node_sentence(node))
         if len(node.cores) == 1:
             out.append(f"{node.node}: one rank only, so its efficiency is 1 by definition; run one rank per core.")

@@ -13,6 +13,10 @@ from typing import Any
 from ..topology import Topology, _cpus
 from .records import LAYOUTS
 
+# FWQ iterations of one experiment: ~3 s of 10 us quanta, a 0.33 Hz spectral resolution, 15 repeats
+# of the slowest event sought (200 ms) and 300 of a 100 Hz one.
+ITERATIONS = 300_000
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -77,7 +81,7 @@ def _list(cpus: tuple[int, ...]) -> str:
 
 
 def srun_line(result: Layout | LayoutUnavailable, fwq: str = "fwq",
-              output: str = "fwq-{layout}.fwq", iterations: int = 300000) -> str:
+              output: str = "fwq-{layout}.fwq", iterations: int = ITERATIONS) -> str:
     """The srun command of one experiment, or a comment saying why it is skipped."""
     if isinstance(result, LayoutUnavailable):
         return f"# {result.layout}: skipped: {result.reason}"
