@@ -141,6 +141,12 @@ class System:
 
         return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
 
+    @property
+    def run_noise(self) -> dict[str, float]:
+        """Relative run-to-run noise of one series where no history has measured it, per metric
+        (``run_noise``; {} when the file does not say: the cross-method check's own default then)."""
+        return {str(k): float(v) for k, v in (self.data.get("run_noise") or {}).items()}
+
     def ab_store(self) -> Optional[Path]:
         """Where the default branch's build jobs keep their manifests for A/B runs (``ab.manifest_store``:
         environment variables expanded, ``{state}`` = the state folder), or None when the system has none."""
@@ -214,6 +220,13 @@ def load_file(path: Path) -> System:
         floor_from(data.get("noise_floor"), str(path))
     except ValueError as err:
         raise _fail(path, "noise_floor", str(err)) from None
+    from .names import METRICS
+
+    noise = data.get("run_noise") or {}
+    if not isinstance(noise, dict) or any(m not in METRICS or isinstance(v, bool) or not isinstance(v, (int, float))
+                                          or not 0 < v <= 1 for m, v in noise.items()):
+        raise _fail(path, "run_noise", f"must map metrics ({', '.join(METRICS)}) to a relative noise in (0, 1], "
+                                       f"found {noise!r}")
     for key, allowed, default in (("modules_system", MODULES_SYSTEMS, None), ("builds", BUILDS, "pipeline")):
         value = data.get(key, default)
         if value not in allowed:

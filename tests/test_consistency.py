@@ -1,6 +1,7 @@
 """Cross-method consistency and baseline quality, on the seed study's own numbers."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from mpiregress import baselines
@@ -42,6 +43,19 @@ def test_measured_noise_widens_the_threshold():
     assert len(consistency.check(values)) == 1                        # 26 % gap, default 5 % noise
     noisy = {pt2pt_key("iris", "batch", m, "cross_socket", "bandwidth"): 0.08 for m in ("eessi", "easybuild")}
     assert consistency.check(values, noise=noisy) == []                # 8 % run-to-run noise: 34 % allowed
+
+
+def test_a_system_that_says_its_run_noise_is_judged_by_it_where_no_history_says():
+    """The local VM's run_noise (15 %, systems/local.yaml): the 45 % its load put between two builds of one
+    OpenMPI is not a finding there, a build 3x behind still is; a cluster keeps the 5 % default."""
+    loaded = [result("source", 9162, system="local"), result("easybuild", 5030, system="local")]
+    assert consistency.check(consistency.method_values(loaded)) == []
+    broken = [result("source", 9162, system="local"), result("easybuild", 2900, system="local")]
+    [finding] = consistency.check(consistency.method_values(broken))
+    assert finding.method == "easybuild" and round(finding.threshold, 2) == 0.64
+    on_iris = [result("source", 9162), result("easybuild", 5030)]
+    assert [f.threshold for f in consistency.check(consistency.method_values(on_iris))] == [
+        pytest.approx(3 * 2 ** 0.5 * 0.05)]
 
 
 def test_different_placements_and_partitions_are_never_compared():

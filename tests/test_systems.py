@@ -53,6 +53,8 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d.update(noise_floor={"max_detour_us": -3}), "'noise_floor' max_detour_us must be a positive"),
     (lambda d: d.update(noise_floor={"detour": 500}), "'noise_floor' must be a mapping with 'efficiency'"),
     (lambda d: d.update(weekly_sweeps=["pt2pt-swep"]), "'weekly_sweeps' unknown famil(ies) pt2pt-swep"),
+    (lambda d: d.update(run_noise={"latency": 15}), "'run_noise' must map metrics (latency, bandwidth, efficiency, max_detour) to a relative"),
+    (lambda d: d.update(run_noise={"lag": 0.1}), "'run_noise' must map metrics"),
     # What sets the local system apart is data any system may carry, checked as such.
     (lambda d: d["partitions"]["batch"].pop("target"), "'partitions.batch.target' must be an archspec target"),
     (lambda d: d["partitions"]["batch"].update(target="zen9"), "'partitions.batch.target' 'zen9' is not a micro"),

@@ -19,7 +19,8 @@ Two checks:
 The threshold is ``max(z x sqrt(2) x noise, min_gap)``: the difference of two
 values each with relative noise ``noise`` has sqrt(2) times that noise. ``noise``
 is the series' run-to-run noise from the history when there is one (gate.series_noise),
-else a default per metric (DEFAULT_NOISE, deliberately generous: 5 %).
+else the system's ``run_noise`` (systems/<name>.yaml), else a default per metric (DEFAULT_NOISE,
+deliberately generous for a cluster's exclusive nodes: 5 %).
 """
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from .. import systems
 from ..baselines import Baselines
+from ..errors import InputError
 from ..manifest import Manifest
 from ..names import METRICS
 from ..names import format_value as fv
@@ -39,6 +42,7 @@ from ..toolchain import Toolchain
 GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
 DEFAULT_NOISE: dict[str, float] = {"latency": 0.05, "bandwidth": 0.05}
+OTHER_METRIC_NOISE = 0.05   # a metric DEFAULT_NOISE does not list (a node's efficiency measured by two builds)
 Z = 3.0
 MIN_GAP = 0.10   # below this two builds are "the same" whatever the noise says
 # A baseline is "far too lenient" when its band admits values this much worse than the best
@@ -208,8 +212,18 @@ def _threshold(group: GroupKey, methods: Sequence[str], noise: Mapping[SeriesKey
     system, partition, benchmark, params, metric = group
     keys = [SeriesKey(system, partition, m, benchmark, params, metric) for m in methods]
     known = [noise[k] for k in keys if noise.get(k) is not None]
-    level = max(known) if known else DEFAULT_NOISE[metric]
+    level = max(known) if known else default_noise(system, metric)
     return max(z * math.sqrt(2) * level, min_gap)
+
+
+def default_noise(system: str, metric: str) -> float:
+    """A series' run-to-run noise where no history measured it: the system's ``run_noise``
+    (systems/<name>.yaml) if it says, else DEFAULT_NOISE."""
+    try:
+        said = systems.get(system).run_noise
+    except InputError:           # a system without a file (a test's, an old history's): the default
+        said = {}
+    return said.get(metric, DEFAULT_NOISE.get(metric, OTHER_METRIC_NOISE))
 
 
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
