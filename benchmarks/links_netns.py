@@ -26,6 +26,12 @@ run's spread put the limit at ~8x: cleared as transient); one launch of 31 lost,
 cluster's ci/local-cluster/mpi.conf (a rank died of SIGSEGV in MPI_Init: Slurm's tree fence did not
 span the nodes; benchmarks/mpi_init_launches.py).
 
+2026-11-26, the same VM with one other session (load average 0.3-4.4, median 2.3), limit 2801mbit:
+undisturbed 10/10, link 10/10 (the limited pairs 4.0-7.0x, 3.9-7.0x on re-test), node 10/10
+(3.6-5.5x, 3.5-5.2x on re-test), none lost. With latency judged too (--metrics latency,bandwidth):
+undisturbed 9/10 and link 9/10, healthy pairs' fastest latency 2.0-2.7x their typical one, named bad
+links in 2 runs: why systems/local.yaml judges bandwidth only.
+
 The cluster, its namespaces and its bridge are stopped and removed at the end, whatever happens.
 """
 from __future__ import annotations
