@@ -148,7 +148,7 @@ def main(argv=None) -> int:
           "study's pass/fail)")
     print(f"  MODELLED references: ReFrame tuples quoted from seed report 000; {quoted_check(args.report)}")
     print(f"  noise: unknown (one value per check), cross-method allowance {allowance:.0%} "
-          f"(default noise {consistency.DEFAULT_NOISE['latency']:.0%}); gate: 1 sample vs a reference, no history")
+          f"(default noise {consistency.DEFAULT_NOISE:.0%}); gate: 1 sample vs a reference, no history")
     print("  Iris values stand for both Iris partitions (broadwell, skylake); findings shown for broadwell")
     reading = study_reading(args.csv)
     if reading:

@@ -181,7 +181,8 @@ def spectrum(signal: np.ndarray, bin_ns: int = BIN_NS) -> tuple[np.ndarray, np.n
 
 
 def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float = DEFAULT_MIN_PROMINENCE,
-                     limit: int | None = None) -> tuple[Period, ...]:
+                     limit: int | None = None,
+                     lines: list[tuple[float, float, float]] | None = None) -> tuple[Period, ...]:
     """Periodic events, each once at its fundamental with every harmonic folded in, strongest first.
 
     Lines are the local maxima standing ``HARMONIC_PROMINENCE`` x above their local
@@ -204,7 +205,8 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
     freqs, power = searched(freqs, power)
     if len(power) < 3:
         return ()
-    lines = spectral_lines(freqs, power)
+    if lines is None:   # a caller that keeps the lines too (core_noise) finds them once and hands them in
+        lines = spectral_lines(freqs, power)
     if not lines:
         return ()
     resolution = float(freqs[1] - freqs[0])
@@ -441,6 +443,8 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     duration_s = float(times.sum()) * 1e-9
     threshold = threshold_fraction * nominal
     freqs, power = spectrum(lost_time_signal(times, nominal))
+    sought = searched(freqs, power)
+    lines = spectral_lines(*sought) if len(sought[0]) >= 3 else []
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,
@@ -448,8 +452,8 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         max_detour_us=float(excess.max()) / 1e3,
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
-        periods=dominant_periods(freqs, power, min_prominence), spectrum=(freqs, power),
-        lines=tuple(f for f, _, _ in spectral_lines(*searched(freqs, power))) if len(freqs) >= 3 else ())
+        periods=dominant_periods(freqs, power, min_prominence, lines=lines), spectrum=(freqs, power),
+        lines=tuple(f for f, _, _ in lines))
 
 
 def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,

@@ -19,8 +19,8 @@ Two checks:
 The threshold is ``max(z x sqrt(2) x noise, min_gap)``: the difference of two
 values each with relative noise ``noise`` has sqrt(2) times that noise. ``noise``
 is the series' run-to-run noise from the history when there is one (gate.series_noise),
-else the system's ``run_noise`` (systems/<name>.yaml), else a default per metric (DEFAULT_NOISE,
-deliberately generous for a cluster's exclusive nodes: 5 %).
+else the system's ``run_noise`` (systems/<name>.yaml), else DEFAULT_NOISE (deliberately
+generous for a cluster's exclusive nodes: 5 %).
 """
 from __future__ import annotations
 
@@ -41,8 +41,7 @@ from ..toolchain import Toolchain
 
 GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
-DEFAULT_NOISE: dict[str, float] = {"latency": 0.05, "bandwidth": 0.05}
-OTHER_METRIC_NOISE = 0.05   # a metric DEFAULT_NOISE does not list (a node's efficiency measured by two builds)
+DEFAULT_NOISE = 0.05   # relative, any metric
 Z = 3.0
 MIN_GAP = 0.10   # below this two builds are "the same" whatever the noise says
 # A baseline is "far too lenient" when its band admits values this much worse than the best
@@ -223,7 +222,7 @@ def default_noise(system: str, metric: str) -> float:
         said = systems.get(system).run_noise
     except InputError:           # a system without a file (a test's, an old history's): the default
         said = {}
-    return said.get(metric, DEFAULT_NOISE.get(metric, OTHER_METRIC_NOISE))
+    return said.get(metric, DEFAULT_NOISE)
 
 
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
