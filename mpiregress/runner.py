@@ -158,7 +158,8 @@ def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]
     for part in system.partitions_named(opts.partition):
         target = part.build_target()
         for name in [m for m in system.methods if m in methods]:
-            usable = [m for m in manifest.find(opts.manifest_dir, name) if microarch.can_run(m.target, target)]
+            usable = [m for m in manifest.of_system(manifest.find(opts.manifest_dir, name), opts.system)
+                      if microarch.can_run(m.target, target)]
             # A named tarball goes through the build's own strict reuse test (same sha256, flags, tools);
             # without one, any build these nodes can run is reused rather than failing offline.
             if usable and not (opts.source_mirror or opts.sha256_override):
@@ -344,7 +345,7 @@ def _binaries_needed(build: manifest.Manifest, opts: RunOptions) -> list[Path]:
 def check_binaries(manifest_dir: Path, methods: list[str], opts: RunOptions) -> None:
     """Refuse, before any job, a manifest whose benchmark binary is missing or not executable."""
     for method in methods:
-        for build in manifest.find(manifest_dir, method):
+        for build in manifest.of_system(manifest.find(manifest_dir, method), opts.system):
             if build.extra.get("planned"):
                 continue
             for binary in _binaries_needed(build, opts):
