@@ -38,6 +38,16 @@ The analysis before this benchmark's commit (load 3.7-11.8): undisturbed 5/10, 5
     anchors up to 12x rather than 4x: 10, 8, 10, 5, 9 of 10). Every kept file re-judged by the
     analysis as committed: that run 10, 8, 10, 6, 9; the first run (the one the changes were
     worked out on) 10, 8, 9, 9, 10.
+2026-11-26, later, after analysis.whole_train (a slow event of weak lines is not read at its second
+harmonic for a strong line at one of its even orders), the suite running beside (load 2.7-11.2,
+median 8.5): undisturbed 10/10, 5 ms 9/10, 27 ms 10/10, 73 ms 9/10, 200 ms 10/10, none lost; wrong:
+a 12.97 Hz comb beside the right 200 Hz event (5 ms), a lone 375 Hz line beside the right 13.7 Hz
+(73 ms). The 200 earlier kept runs re-judged, before / after: 182 / 183 right; the two 200 ms runs
+read at 10 Hz are read at 5 Hz (one still has a stray 19.95 Hz comb on core 0). Tried and not
+kept (each fixed some kept runs and broke as many): refusing strangers at any factor, not only up to
+STRANGER_MAX_FACTOR (the 8.43 Hz combs of 73 ms are a 750 Hz host line as order 89, the event's
+every 13th order); letting a line every core has anchor only after a core's own lines, or never
+anchor a comb of a core's own lines.
 Normal priority (--priority none; not how the check runs here; load 2.8-6.1): undisturbed 0/10,
     5 ms 0/10, 27 ms 6/10, 73 ms 6/10, 200 ms 1/10: other jobs' time slices (FWQ kept 43-93 % of its
     core) make lines of their own (83, 20, 7-18 Hz) on one core or the other.

@@ -234,6 +234,7 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
                 candidates.append((m, members, comb_score(freq, prominence, members, resolution)))
         best = max(score for _, _, score in candidates)
         m, members, _ = next(c for c in candidates if c[2] >= best / SUB_HARMONIC_GAIN)
+        m, members = whole_train(candidates, m, members, prominence)
         orders = [k for _, k in members]
         f0 = fundamental(freq, members)
         room = sum(1 for k in LOW_ORDERS if k * f0 <= MAX_FREQUENCY_HZ)
@@ -300,6 +301,31 @@ def stranger_anchor(members: list[tuple[int, int]], order: int) -> bool:
         if order % d and on >= BURIED_MIN_LINES and COINCIDENCE_MARGIN * (len(others) - on) < (d - 1) * on:
             return True
     return False
+
+
+def whole_train(candidates: list[tuple[int, list[tuple[int, int]], float]], m: int,
+                members: list[tuple[int, int]], prominence: np.ndarray) -> tuple[int, list[tuple[int, int]]]:
+    """The lowest of the ``candidates`` d >= 2 times below the chosen one (order ``m``) that is a whole pulse train.
+
+    The score's preference for the higher of two close fundamentals stops a sub-harmonic that only
+    adds coincidences; but a slow event of many weak lines (a 1 ms spin every 200 ms: lines of
+    8-26x) with another's strong line at one of its even orders (the host's 1000 Hz) scores as that
+    line's 10 Hz. A pulse train's orders are alike: a candidate d times lower is the event when its
+    orders off the multiples of d are many (MANY_LINES; as many as a pulse train has, (d - 1) for
+    each on them, within COINCIDENCE_MARGIN) and not SIDEBAND_POWER_RATIO times weaker than those on
+    them (a 200 Hz source's comb with the host's odd 100 Hz lines beside it is two events).
+    """
+    for lower, lower_members, _ in reversed(candidates):
+        d = lower // m
+        if lower <= m or lower % m:
+            continue
+        on = [float(prominence[j]) for j, k in lower_members if k % d == 0]
+        off = [float(prominence[j]) for j, k in lower_members if k % d]
+        if (len(on) >= BURIED_MIN_LINES and len(off) >= MANY_LINES
+                and COINCIDENCE_MARGIN * len(off) >= (d - 1) * len(on)
+                and SIDEBAND_POWER_RATIO * float(np.median(off)) >= float(np.median(on))):
+            return lower, lower_members
+    return m, members
 
 
 def one_slow_line(found: list[Period]) -> list[Period]:
