@@ -132,19 +132,6 @@ def of_system(manifests: list[Manifest], system: str) -> list[Manifest]:
     return [m for m in manifests if m.extra.get("system") in (None, "", system)]
 
 
-def select(directory: Path, method: str, node_targets: list[str]) -> tuple[Optional[Manifest], str]:
-    """The best ``method`` build for nodes of ``node_targets``, or (None, the reason there is none)."""
-    candidates = find(directory, method)
-    if not candidates:
-        return None, (f"no {method} build manifest in {directory}: run "
-                      f"'mpiregress build --method {method}' first")
-    index = microarch.best_build([m.target for m in candidates], node_targets)
-    if index is None:
-        refusals = "; ".join(microarch.check(m.target, node_targets) or "" for m in candidates)
-        return None, f"no {method} build can run on {'/'.join(sorted(set(node_targets)))} nodes: {refusals}"
-    return candidates[index], ""
-
-
 def find_all(directory: Path) -> list[Manifest]:
     """Every manifest in ``directory``, whatever its method."""
     if not Path(directory).is_dir():

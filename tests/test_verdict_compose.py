@@ -234,9 +234,9 @@ def test_the_shipped_policy_gates_as_the_design_says():
     assert rules["baselines_mr"].gates == ("baseline_band_changed",)
 
 
-def bad_link(system="aion") -> Result:
+def bad_link() -> Result:
     """A link series the link matrix failed (links.series makes these from a judged run)."""
-    return Result(system, "batch", "source", LINKTEST, {"link": "aion-0001--aion-0003"}, "bandwidth", "MB/s",
+    return Result("aion", "batch", "source", LINKTEST, {"link": "aion-0001--aion-0003"}, "bandwidth", "MB/s",
                   3000.0, "fail", "bad link aion-0001--aion-0003 (ranks 0-4): bandwidth 4.4x typical, 4.4x on re-test",
                   nodelist=["aion-0001", "aion-0003"])
 
