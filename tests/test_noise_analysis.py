@@ -432,3 +432,39 @@ def test_a_slow_event_of_weak_lines_is_not_halved_by_a_strong_line_at_an_even_or
 
     few = [(j, 2 * (j + 1)) for j in range(50)] + [(50 + j, 2 * j + 1) for j in range(3)]
     assert analysis.whole_train([(1, twenty, 300.0), (2, few, 320.0)], 1, twenty, strong[:53]) == (1, twenty)
+
+
+def test_a_strong_event_and_a_weak_stranger_at_its_half_orders_are_not_one_comb() -> None:
+    """A 200 Hz source (lines of 20000-52000x) and the host's 100 Hz timer (12-995x) scored as one 100 Hz
+    comb (a kept real run of benchmarks/noise_periods.py): the event is 200 Hz; a 100 Hz comb whose
+    odd and even orders are alike stays 100 Hz."""
+    prominence = np.array([12.0, 19800.0, 58.0, 52185.0, 995.0, 34615.0, 61.0, 48277.0, 116.0, 30000.0])
+    hundred = [(j, j + 1) for j in range(10)]
+    two_hundred = [(j, (j + 1) // 2) for j in range(1, 10, 2)]
+    candidates = [(2, two_hundred, 280.0), (4, hundred, 300.0)]
+    assert analysis.whole_train(candidates, 4, hundred, prominence) == (2, two_hundred)
+    alike = np.array([300.0, 250.0, 400.0, 350.0, 200.0, 300.0, 280.0, 320.0, 260.0, 310.0])
+    assert analysis.whole_train(candidates, 4, hundred, alike) == (4, hundred)
+
+
+def test_a_comb_of_another_events_lines_and_one_stranger_is_that_events() -> None:
+    """A host's 750 Hz line anchored a comb first, as order 89 of 8.43 Hz, drawing in a weaker 13.7 Hz
+    event's every 8th order (kept real runs of benchmarks/noise_periods.py at 73 ms): those lines are
+    the 13.7 Hz event's, the 750 Hz line stands alone (the host's, findings.shows), no 8.43 Hz event.
+    A comb at a multiple of the other's fundamental, or with only a few lines on it, is left alone."""
+    thirteen = 1000 / 73
+    borrowed = [8 * k * thirteen for k in range(1, 8)]
+    freq = np.array(sorted(borrowed + [700.0, 750.0]))
+    prominence = np.where(freq == 750.0, 323.0, 20.0)
+    stranger = [750 / 89, 91, 323.0, 8, borrowed + [700.0, 750.0]]
+    event = [thirteen, 73, 200.0, 50, [k * thirteen for k in range(1, 74) if k % 8]]
+    out = analysis.borrowed_combs([stranger, event], freq, prominence, 0.3, 90.0)
+    assert sorted(round(a[0], 2) for a in out) == [13.7, 750.0], out
+    [kept] = [a for a in out if round(a[0], 2) == 13.7]
+    assert kept[3] == 57 and set(borrowed) <= set(kept[4])
+
+    harmonic = [2 * thirteen, 36, 150.0, 6, [2 * k * thirteen for k in range(1, 8)]]
+    few = [750 / 89, 91, 323.0, 3, borrowed[:3] + [700.0, 750.0]]
+    for comb in (harmonic, few):
+        out = analysis.borrowed_combs([comb, [thirteen, 73, 200.0, 50, list(event[4])]], freq, prominence, 0.3, 90.0)
+        assert len(out) == 2 and round(out[0][0], 2) == round(comb[0], 2), out

@@ -262,6 +262,7 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
             claimed[[j for j, _ in members]] = True
         else:
             claimed[anchor] = True
+    accepted = borrowed_combs(accepted, freq, prominence, resolution, LONE_LINE_FACTOR * min_prominence)
     found = [Period(frequency_hz=round(f0, 2), prominence=round(prom, 1), harmonics=int(h), lines=tuple(lines))
              for f0, _, prom, h, lines in accepted]
     found.sort(key=lambda p: -p.prominence)
@@ -305,15 +306,20 @@ def stranger_anchor(members: list[tuple[int, int]], order: int) -> bool:
 
 def whole_train(candidates: list[tuple[int, list[tuple[int, int]], float]], m: int,
                 members: list[tuple[int, int]], prominence: np.ndarray) -> tuple[int, list[tuple[int, int]]]:
-    """The lowest of the ``candidates`` d >= 2 times below the chosen one (order ``m``) that is a whole pulse train.
+    """The candidate (order, members) that is one whole pulse train, from the one the score chose (order ``m``).
 
-    The score's preference for the higher of two close fundamentals stops a sub-harmonic that only
-    adds coincidences; but a slow event of many weak lines (a 1 ms spin every 200 ms: lines of
-    8-26x) with another's strong line at one of its even orders (the host's 1000 Hz) scores as that
-    line's 10 Hz. A pulse train's orders are alike: a candidate d times lower is the event when its
-    orders off the multiples of d are many (MANY_LINES; as many as a pulse train has, (d - 1) for
-    each on them, within COINCIDENCE_MARGIN) and not SIDEBAND_POWER_RATIO times weaker than those on
-    them (a 200 Hz source's comb with the host's odd 100 Hz lines beside it is two events).
+    A pulse train's orders are alike. The score's preference for the higher of two close
+    fundamentals stops a sub-harmonic that only adds coincidences, but:
+
+    - a slow event of many weak lines (a 1 ms spin every 200 ms: lines of 8-26x) with another's
+      strong line at one of its even orders (the host's 1000 Hz) scores as that line's 10 Hz. A
+      candidate d times lower is the event when its orders off the multiples of d are many
+      (MANY_LINES; as many as a pulse train has, (d - 1) for each on them, within
+      COINCIDENCE_MARGIN) and not SIDEBAND_POWER_RATIO times weaker than those on them;
+    - a strong event with a weak stranger at its odd half-orders (a 200 Hz source and the host's
+      100 Hz timer) scores as one 100 Hz comb. When the chosen comb's orders off the multiples of d
+      are SIDEBAND_POWER_RATIO times weaker than those on them, it is the candidate d times higher
+      and the weak lines are another event's.
     """
     for lower, lower_members, _ in reversed(candidates):
         d = lower // m
@@ -325,7 +331,44 @@ def whole_train(candidates: list[tuple[int, list[tuple[int, int]], float]], m: i
                 and COINCIDENCE_MARGIN * len(off) >= (d - 1) * len(on)
                 and SIDEBAND_POWER_RATIO * float(np.median(off)) >= float(np.median(on))):
             return lower, lower_members
+    for higher, higher_members, _ in candidates:
+        d = m // higher
+        if higher >= m or m % higher:
+            continue
+        on = [float(prominence[j]) for j, k in members if k % d == 0]
+        off = [float(prominence[j]) for j, k in members if k % d]
+        if len(on) >= BURIED_MIN_LINES and off and SIDEBAND_POWER_RATIO * float(np.median(off)) < float(np.median(on)):
+            return higher, higher_members
     return m, members
+
+
+def borrowed_combs(accepted: list[list], freq: np.ndarray, prominence: np.ndarray, resolution: float,
+                   lone: float) -> list[list]:
+    """``accepted`` with every comb most of whose lines are another event's harmonics folded into it.
+
+    A strong line met first anchors a comb of whatever lines fall at its orders: a host's 750 Hz
+    line as order 89 of 8.43 Hz drew in a 13.7 Hz event's every 8th order (13 of 8.43 Hz), before
+    that event, whose lines are weaker, was found. When at least BURIED_MIN_LINES and most of a
+    comb's lines sit on another, unrelated event's comb (neither fundamental a multiple of the
+    other), they are that event's; what is left is judged as lone lines (``lone`` high to count).
+    """
+    out = [list(a) for a in accepted]
+    for a in sorted(out, key=lambda a: len(a[4])):
+        for b in out:
+            ratio = max(a[0], b[0]) / min(a[0], b[0])
+            if b is a or abs(ratio - round(ratio)) <= SAME_EVENT_SHARE * ratio:
+                continue
+            on = [x for x in a[4] if on_comb(x, b[0], b[1], resolution)]
+            if len(on) >= BURIED_MIN_LINES and 2 * len(on) > len(a[4]):
+                out.remove(a)
+                b[3] += len(on)
+                b[4].extend(on)
+                for x in a[4]:
+                    p = float(prominence[int(np.argmin(np.abs(freq - x)))])
+                    if x not in on and p >= lone and x >= MIN_FREQUENCY_HZ:
+                        out.append([x, 1, p, 0, [x]])
+                break
+    return out
 
 
 def one_slow_line(found: list[Period]) -> list[Period]:
