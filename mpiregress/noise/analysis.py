@@ -199,8 +199,10 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
     spacing (``shifted_matches``): crowded lines match anything. A sub-harmonic whose other
     lines all sit at a multiple of its orders that the anchor misses took a stranger's line
     for its anchor (``stranger_anchor``); a comb mostly beside a much stronger event's
-    harmonics is that event's sidebands (``sideband``); the lines below MIN_EVENT_HZ are one
-    (``one_slow_line``).
+    harmonics is that event's sidebands (``sideband``); a pulse train's orders are alike, so the
+    chosen fundamental moves to the candidate that is one whole train (``whole_train``); a comb most
+    of whose lines are another found event's harmonics is that event's (``borrowed_combs``); the
+    lines below MIN_EVENT_HZ are one (``one_slow_line``).
     """
     freqs, power = searched(freqs, power)
     if len(power) < 3:
