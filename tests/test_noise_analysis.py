@@ -451,7 +451,9 @@ def test_a_comb_of_another_events_lines_and_one_stranger_is_that_events() -> Non
     """A host's 750 Hz line anchored a comb first, as order 89 of 8.43 Hz, drawing in a weaker 13.7 Hz
     event's every 8th order (kept real runs of benchmarks/noise_periods.py at 73 ms): those lines are
     the 13.7 Hz event's, the 750 Hz line stands alone (the host's, findings.shows), no 8.43 Hz event.
-    A comb at a multiple of the other's fundamental, or with only a few lines on it, is left alone."""
+    As order 80 of 9.37 Hz it drew in four of the event's lines and four of the host's (lines every
+    other core has): none of its own, the event's too. A comb at a multiple of the other's
+    fundamental, or with only a few lines on it, is left alone."""
     thirteen = 1000 / 73
     borrowed = [8 * k * thirteen for k in range(1, 8)]
     freq = np.array(sorted(borrowed + [700.0, 750.0]))
@@ -462,6 +464,17 @@ def test_a_comb_of_another_events_lines_and_one_stranger_is_that_events() -> Non
     assert sorted(round(a[0], 2) for a in out) == [13.7, 750.0], out
     [kept] = [a for a in out if round(a[0], 2) == 13.7]
     assert kept[3] == 57 and set(borrowed) <= set(kept[4])
+
+    # As order 80 of 9.37 Hz: four of the event's lines (every 19th order) and four of the host's.
+    drawn = [13 * k * thirteen for k in range(1, 5)]
+    freq = np.array(sorted(drawn + [300.0, 600.0, 750.0, 900.0]))
+    prominence = np.where(freq == 750.0, 237.0, 20.0)
+    stranger = [9.375, 96, 237.0, 7, drawn + [300.0, 600.0, 750.0, 900.0]]
+    out = analysis.borrowed_combs([stranger, list(event)], freq, prominence, 0.3, 90.0,
+                                  host=np.array([300.0, 600.0, 750.0, 900.0]))
+    assert sorted(round(a[0], 2) for a in out) == [13.7, 750.0], out
+    out = analysis.borrowed_combs([stranger, list(event)], freq, prominence, 0.3, 90.0)
+    assert sorted(round(a[0], 2) for a in out) == [9.38, 13.7], "without the host's lines they are its own"
 
     harmonic = [2 * thirteen, 36, 150.0, 6, [2 * k * thirteen for k in range(1, 8)]]
     few = [750 / 89, 91, 323.0, 3, borrowed[:3] + [700.0, 750.0]]

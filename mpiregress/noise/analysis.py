@@ -32,6 +32,7 @@ Measured on the local cluster against a real noise source: benchmarks/noise_peri
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -182,7 +183,8 @@ def spectrum(signal: np.ndarray, bin_ns: int = BIN_NS) -> tuple[np.ndarray, np.n
 
 def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float = DEFAULT_MIN_PROMINENCE,
                      limit: int | None = None,
-                     lines: list[tuple[float, float, float]] | None = None) -> tuple[Period, ...]:
+                     lines: list[tuple[float, float, float]] | None = None,
+                     shared: Sequence[bool] = ()) -> tuple[Period, ...]:
     """Periodic events, each once at its fundamental with every harmonic folded in, strongest first.
 
     Lines are the local maxima standing ``HARMONIC_PROMINENCE`` x above their local
@@ -264,7 +266,8 @@ def dominant_periods(freqs: np.ndarray, power: np.ndarray, min_prominence: float
             claimed[[j for j, _ in members]] = True
         else:
             claimed[anchor] = True
-    accepted = borrowed_combs(accepted, freq, prominence, resolution, LONE_LINE_FACTOR * min_prominence)
+    host = freq[np.asarray(shared, dtype=bool)] if len(shared) == len(freq) else np.zeros(0)
+    accepted = borrowed_combs(accepted, freq, prominence, resolution, LONE_LINE_FACTOR * min_prominence, host)
     found = [Period(frequency_hz=round(f0, 2), prominence=round(prom, 1), harmonics=int(h), lines=tuple(lines))
              for f0, _, prom, h, lines in accepted]
     found.sort(key=lambda p: -p.prominence)
@@ -345,23 +348,27 @@ def whole_train(candidates: list[tuple[int, list[tuple[int, int]], float]], m: i
 
 
 def borrowed_combs(accepted: list[list], freq: np.ndarray, prominence: np.ndarray, resolution: float,
-                   lone: float) -> list[list]:
-    """``accepted`` with every comb most of whose lines are another event's harmonics folded into it.
+                   lone: float, host: np.ndarray | None = None) -> list[list]:
+    """``accepted`` with every comb of another event's harmonics and strangers folded into that event.
 
     A strong line met first anchors a comb of whatever lines fall at its orders: a host's 750 Hz
     line as order 89 of 8.43 Hz drew in a 13.7 Hz event's every 8th order (13 of 8.43 Hz), before
-    that event, whose lines are weaker, was found. When at least BURIED_MIN_LINES and most of a
-    comb's lines sit on another, unrelated event's comb (neither fundamental a multiple of the
-    other), they are that event's; what is left is judged as lone lines (``lone`` high to count).
+    that event, whose lines are weaker, was found; as order 80 of 9.37 Hz, the event's every 19th
+    order and the host's 300, 600 and 900 Hz lines. When at least BURIED_MIN_LINES of a comb's
+    lines sit on another, unrelated event's comb (neither fundamental a multiple of the other) and
+    fewer of its lines are its own (on neither that comb nor ``host``, the lines every other core of
+    the node has), they are that event's; the rest are judged as lone lines (``lone`` high to count).
     """
-    out = [list(a) for a in accepted]
+    host = np.zeros(0) if host is None else host
+    out = [[*a[:4], list(a[4])] for a in accepted]
     for a in sorted(out, key=lambda a: len(a[4])):
         for b in out:
             ratio = max(a[0], b[0]) / min(a[0], b[0])
             if b is a or abs(ratio - round(ratio)) <= SAME_EVENT_SHARE * ratio:
                 continue
             on = [x for x in a[4] if on_comb(x, b[0], b[1], resolution)]
-            if len(on) >= BURIED_MIN_LINES and 2 * len(on) > len(a[4]):
+            own = [x for x in a[4] if x not in on and not np.any(np.abs(host - x) <= resolution)]
+            if len(on) >= BURIED_MIN_LINES and len(own) < len(on):
                 out.remove(a)
                 b[3] += len(on)
                 b[4].extend(on)
@@ -505,17 +512,31 @@ def local_background(freqs: np.ndarray, power: np.ndarray, index: int) -> float:
     return background if background > 0 else float(np.finfo(float).tiny)
 
 
+def rank_spectrum(data: RankData) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float, float]]]:
+    """(frequencies, power, spectral_lines) of one rank's lost-time signal."""
+    times = data.times_ns.astype(np.float64)
+    freqs, power = spectrum(lost_time_signal(times, float(np.median(times))))
+    sought = searched(freqs, power)
+    return freqs, power, spectral_lines(*sought) if len(sought[0]) >= 3 else []
+
+
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
-               min_prominence: float = DEFAULT_MIN_PROMINENCE) -> CoreNoise:
-    """Losses and periodic events of one rank's core."""
+               min_prominence: float = DEFAULT_MIN_PROMINENCE,
+               others: Sequence[Sequence[float]] = ()) -> CoreNoise:
+    """Losses and periodic events of one rank's core.
+
+    ``others``: the spectral lines (Hz) of each other core of its node; a line every one of them has
+    too is the host's, no comb's own line (``borrowed_combs``).
+    """
     times = data.times_ns.astype(np.float64)
     nominal = float(np.median(times))
     excess = np.clip(times - nominal, 0.0, None)
     duration_s = float(times.sum()) * 1e-9
     threshold = threshold_fraction * nominal
-    freqs, power = spectrum(lost_time_signal(times, nominal))
-    sought = searched(freqs, power)
-    lines = spectral_lines(*sought) if len(sought[0]) >= 3 else []
+    freqs, power, lines = rank_spectrum(data)
+    bin_hz = float(freqs[1] - freqs[0]) if len(freqs) > 1 else 0.0
+    shared = [bool(others) and all(any(abs(f - g) <= bin_hz for g in other) for other in others)
+              for f, _, _ in lines]
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,
@@ -523,7 +544,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         max_detour_us=float(excess.max()) / 1e3,
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
-        periods=dominant_periods(freqs, power, min_prominence, lines=lines), spectrum=(freqs, power),
+        periods=dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared), spectrum=(freqs, power),
         lines=tuple(f for f, _, _ in lines))
 
 
@@ -531,7 +552,10 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
                min_prominence: float = DEFAULT_MIN_PROMINENCE) -> NodeNoise:
     """Efficiency of a node and the noise of each of its cores."""
     matrix = np.vstack([r.times_ns for r in node.ranks])
-    cores = tuple(core_noise(node.name, r, threshold_fraction, min_prominence) for r in node.ranks)
+    lines = [[f for f, _, _ in rank_spectrum(r)[2]] for r in node.ranks]
+    cores = tuple(core_noise(node.name, r, threshold_fraction, min_prominence,
+                             others=[other for j, other in enumerate(lines) if j != i])
+                  for i, r in enumerate(node.ranks))
     return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores)
 
 
