@@ -481,3 +481,21 @@ def test_a_comb_of_another_events_lines_and_one_stranger_is_that_events() -> Non
     for comb in (harmonic, few):
         out = analysis.borrowed_combs([comb, [thirteen, 73, 200.0, 50, list(event[4])]], freq, prominence, 0.3, 90.0)
         assert len(out) == 2 and round(out[0][0], 2) == round(comb[0], 2), out
+
+
+def test_a_lone_line_beside_a_combs_fundamental_is_not_that_event_on_another_core() -> None:
+    """A 200 ms source on core 1 (5 Hz, 128 harmonics) and a throttling stall's lone line at 4.77 Hz on
+    core 0 (a kept real run of benchmarks/noise_periods.py): within a spectral bin, but a lone line
+    does not show a comb of many orders, so the source is core 1's, not the host's. A lone line is
+    one line of a comb told again, and slow lines are one finding, whatever their places."""
+    comb, lone = analysis.Period(5.0, 151.0, 128), analysis.Period(4.77, 3988.0, 0)
+    assert not findings.same_event(comb, lone) and findings.same_event(lone, comb)
+    assert findings.same_event(analysis.Period(3.0, 900.0, 1), analysis.Period(4.2, 700.0, 0))
+    assert findings.core_events(cored((comb,)), skip=(lone,)) == [comb]
+    assert findings.core_events(cored((lone,)), skip=(comb,)) == []
+
+
+def cored(periods: tuple[analysis.Period, ...]) -> analysis.CoreNoise:
+    freqs = np.arange(0, 1500, 0.3)
+    return analysis.CoreNoise("n1", 1, 1, True, False, 10.0, 0.01, 50.0, 1.0, 2.0, 3.0, periods,
+                              (freqs, np.ones_like(freqs)), ())

@@ -33,15 +33,26 @@ def same_period(a: float, b: float) -> bool:
     return abs(a - b) <= max(0.4, 0.02 * max(a, b)) or max(a, b) < MIN_EVENT_HZ
 
 
-def core_events(core: CoreNoise, skip: tuple[float, ...] = ()) -> list[Period]:
-    """The periods of ``core`` that are its own: those not among ``skip``, the host's lines already said."""
-    return [p for p in core.periods if not any(same_period(p.frequency_hz, f) for f in skip)]
+def same_event(p: Period, q: Period) -> bool:
+    """Can ``q`` be the event ``p`` told again: the same period, and not a lone line for a comb?
+
+    A comb of many orders (a 200 ms source: 128 harmonics) is no lone line that happens to stand
+    within a spectral bin of its fundamental on another core (a throttling stall's line at 4.77 Hz
+    beside 5 Hz). Below MIN_EVENT_HZ every line is one slow finding (``same_period``).
+    """
+    return same_period(p.frequency_hz, q.frequency_hz) and bool(
+        q.harmonics or not p.harmonics or max(p.frequency_hz, q.frequency_hz) < MIN_EVENT_HZ)
 
 
-def periodic(core: CoreNoise, skip: tuple[float, ...] = ()) -> list[str]:
+def core_events(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[Period]:
+    """The periods of ``core`` that are its own: those not among ``skip``, the host's events already said."""
+    return [p for p in core.periods if not any(same_event(p, h) for h in skip)]
+
+
+def periodic(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[str]:
     """'a 100 Hz event on core 1 (line 350x its background, 4 harmonics)' for each period found.
 
-    ``skip``: frequencies already said once for every core of the host.
+    ``skip``: the events already said once for every core of the host.
     """
     return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} (spectral line {p.prominence:.0f}x "
             f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core_events(core, skip)]
@@ -64,7 +75,7 @@ def shows(core: CoreNoise, p: Period) -> bool:
     event's lines). A source on one core has lines the others lack: its comb's orders are many,
     and a throttled or modulated source brings its sidebands (analysis.sideband).
     """
-    if any(same_period(p.frequency_hz, q.frequency_hz) for q in core.periods):
+    if any(same_event(p, q) for q in core.periods):
         return True
     theirs = np.array(core.lines)
     if not len(theirs):
@@ -82,22 +93,21 @@ def resolution(core: CoreNoise) -> float:
     return float(freqs[1] - freqs[0]) if len(freqs) > 1 else 1.0 / max(core.duration_s, 1e-9)
 
 
-def host_periods(cores: list[CoreNoise]) -> list[tuple[float, float]]:
-    """(frequency, strongest prominence) of each event every one of ``cores`` shows (two cores or more).
+def host_periods(cores: list[CoreNoise]) -> list[tuple[Period, float]]:
+    """(event, strongest prominence) of each event every one of ``cores`` shows (two cores or more).
 
     An event on every core is the host's (a daemon, a timer, other users' time slices on a
     shared machine), not one core's: it is said once, not once per core.
     """
     if len(cores) < 2:
         return []
-    out: list[tuple[float, float]] = []
+    out: list[tuple[Period, float]] = []
     for core in cores:
         for p in core.periods:
-            if any(same_period(p.frequency_hz, f) for f, _ in out):
+            if any(same_event(p, h) for h, _ in out):
                 continue
             if all(other is core or shows(other, p) for other in cores):
-                out.append((p.frequency_hz, max(q.prominence for c in cores for q in c.periods
-                                                if same_period(p.frequency_hz, q.frequency_hz))))
+                out.append((p, max(q.prominence for c in cores for q in c.periods if same_event(p, q) or q is p)))
     return out
 
 
@@ -108,30 +118,35 @@ def node_sentence(node: NodeNoise) -> str:
             f"{node.max_detour_us:.0f} us.")
 
 
-def host_lines(run: RunNoise) -> list[tuple[str | None, float, float]]:
-    """(node, frequency, strongest prominence) of each event that is a host's, not one core's, each once.
+def host_events(run: RunNoise) -> list[tuple[str | None, Period, float]]:
+    """(node, event, strongest prominence) of each event that is a host's, not one core's, each once.
 
     ``node`` is None for an event on every core of the run, else the one node on every core of
-    which it is (and that is not already a line of the whole run).
+    which it is (and that is not already an event of the whole run).
     """
     every = [c for node in run.nodes for c in node.cores]
-    lines: list[tuple[str | None, float, float]] = [(None, f, prom) for f, prom in host_periods(every)]
+    events: list[tuple[str | None, Period, float]] = [(None, p, prom) for p, prom in host_periods(every)]
     for node in run.nodes:
-        lines.extend((node.node, f, prom) for f, prom in host_periods(list(node.cores))
-                     if not any(same_period(f, g) for where, g, _ in lines if where is None))
-    return lines
+        events.extend((node.node, p, prom) for p, prom in host_periods(list(node.cores))
+                      if not any(same_event(p, h) for where, h, _ in events if where is None))
+    return events
 
 
-def host_skip(lines: list[tuple[str | None, float, float]], node: str) -> tuple[float, ...]:
-    """Frequencies of ``lines`` already said for every core of ``node``."""
-    return tuple(f for where, f, _ in lines if where in (None, node))
+def host_lines(run: RunNoise) -> list[tuple[str | None, float, float]]:
+    """(node, frequency, strongest prominence) of each of ``host_events``."""
+    return [(where, p.frequency_hz, prom) for where, p, prom in host_events(run)]
+
+
+def host_skip(events: list[tuple[str | None, Period, float]], node: str) -> tuple[Period, ...]:
+    """The ``events`` already said for every core of ``node``."""
+    return tuple(p for where, p, _ in events if where in (None, node))
 
 
 def one_core_events(run: RunNoise) -> list[tuple[CoreNoise, Period]]:
     """Every event the findings name as one core's (the host's lines left out), node by node."""
-    lines = host_lines(run)
+    events = host_events(run)
     return [(core, p) for node in run.nodes for core in node.cores
-            for p in core_events(core, host_skip(lines, node.node))]
+            for p in core_events(core, host_skip(events, node.node))]
 
 
 def host_event(frequency: float, prominence: float, where: str) -> str:
@@ -148,12 +163,12 @@ def host_event(frequency: float, prominence: float, where: str) -> str:
 def sentences(run: RunNoise) -> list[str]:
     """All findings of a run, node by node; the truncation first when data was lost."""
     out = [f"file cut short: {run.truncated}."] if run.truncated else []
-    lines = host_lines(run)
+    events = host_events(run)
     names = ", ".join(node.node for node in run.nodes)
-    out.extend(host_event(f, prom, names) for where, f, prom in lines if where is None)
+    out.extend(host_event(p.frequency_hz, prom, names) for where, p, prom in events if where is None)
     for node in run.nodes:
-        out.extend(host_event(f, prom, node.node) for where, f, prom in lines if where == node.node)
-        skip = host_skip(lines, node.node)
+        out.extend(host_event(p.frequency_hz, prom, node.node) for where, p, prom in events if where == node.node)
+        skip = host_skip(events, node.node)
         out.append(node_sentence(node))
         if len(node.cores) == 1:
             out.append(f"{node.node}: one rank only, so its efficiency is 1 by definition; run one rank per core.")
