@@ -499,3 +499,18 @@ def cored(periods: tuple[analysis.Period, ...]) -> analysis.CoreNoise:
     freqs = np.arange(0, 1500, 0.3)
     return analysis.CoreNoise("n1", 1, 1, True, False, 10.0, 0.01, 50.0, 1.0, 2.0, 3.0, periods,
                               (freqs, np.ones_like(freqs)), ())
+
+
+def test_a_lone_line_just_above_the_cut_is_a_slow_line_a_comb_there_an_event() -> None:
+    """A stall's lone line at 4.59 Hz (kept real run: core 0's strongest throttling line) is slow, one
+    finding with the core's other slow lines, said as the host's; a 200 ms source's 5 Hz comb is an
+    event."""
+    assert analysis.is_slow(analysis.Period(4.59, 7075.0, 0)) and analysis.is_slow(analysis.Period(2.9, 900.0, 1))
+    assert not analysis.is_slow(analysis.Period(5.0, 151.0, 128))
+    assert not analysis.is_slow(analysis.Period(13.7, 300.0, 0))
+    merged = analysis.one_slow_line([analysis.Period(4.59, 7075.0, 0), analysis.Period(5.0, 151.0, 128),
+                                     analysis.Period(2.8, 900.0, 1)])
+    assert [p.frequency_hz for p in merged] == [4.59, 5.0]
+    assert findings.same_event(merged[0], analysis.Period(2.86, 3573.0, 1))
+    host = findings.host_event(merged[0], 7075.0, "node1")
+    assert host.startswith("Slow lines (strongest at 4.6 Hz, no period a run can place"), host

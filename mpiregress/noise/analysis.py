@@ -100,6 +100,8 @@ class Period:
     # Its comb's lines and their sidebands (Hz; other combs folded into it left out): what another
     # core must show for the event to be the host's (findings.shows).
     lines: tuple[float, ...] = field(default=(), compare=False, repr=False)
+    # Several slow lines folded into one (one_slow_line): slow whatever its place (is_slow).
+    slow_lines: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -380,23 +382,34 @@ def borrowed_combs(accepted: list[list], freq: np.ndarray, prominence: np.ndarra
     return out
 
 
+def is_slow(p: Period) -> bool:
+    """Is ``p`` a slow line, no event a run can place: below MIN_EVENT_HZ, or a lone line below twice it?
+
+    Between MIN_EVENT_HZ and twice it (periods of 110-220 ms) an event is a pulse train of many
+    orders (a 200 ms source: 100-145 harmonics); a line there without one is a stall's, the
+    throttling's strongest lines reaching 4.8 Hz (in 399 kept runs of benchmarks/noise_periods.py
+    the only such lines: 4.59 and 4.77 Hz, each the one core's strongest stall line).
+    """
+    return p.slow_lines or p.frequency_hz < MIN_EVENT_HZ or (p.harmonics == 0 and p.frequency_hz < 2 * MIN_EVENT_HZ)
+
+
 def one_slow_line(found: list[Period]) -> list[Period]:
-    """``found`` (strongest first) with every line below MIN_EVENT_HZ folded into the strongest of them.
+    """``found`` (strongest first) with every slow line (``is_slow``) folded into the strongest of them.
 
     Below MIN_EVENT_HZ (periods beyond ~220 ms, fewer than 15 repeats in the check's 3 s) a line
     is a few spectral bins from the cut, and a few long stalls throw up several of them whose places
     move with the stalls' phases: here the kernel's real-time throttling of FWQ's SCHED_FIFO (a 50 ms
-    stall every second on every core: lines at 2.5-4.2 Hz, a different pair on each core), on a
+    stall every second on every core: lines at 2.5-4.8 Hz, a different pair on each core), on a
     cluster node a once-a-second daemon. The run cannot tell slow events apart: they are one.
     """
-    slow = [p for p in found if p.frequency_hz < MIN_EVENT_HZ]
+    slow = [p for p in found if is_slow(p)]
     if len(slow) < 2:
         return found
     first = slow[0]
     merged = Period(frequency_hz=first.frequency_hz, prominence=first.prominence,
                     harmonics=first.harmonics + sum(p.harmonics + 1 for p in slow[1:]),
-                    lines=first.lines + tuple(line for p in slow[1:] for line in p.lines))
-    return [merged if p is first else p for p in found if p is first or p.frequency_hz >= MIN_EVENT_HZ]
+                    lines=first.lines + tuple(line for p in slow[1:] for line in p.lines), slow_lines=True)
+    return [merged if p is first else p for p in found if p is first or not is_slow(p)]
 
 
 def searched(freqs: np.ndarray, power: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise
+from .analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise, is_slow
 
 # Below this share of lost time a core is not worth a sentence of its own.
 WORTH_NAMING = 0.01
@@ -38,10 +38,11 @@ def same_event(p: Period, q: Period) -> bool:
 
     A comb of many orders (a 200 ms source: 128 harmonics) is no lone line that happens to stand
     within a spectral bin of its fundamental on another core (a throttling stall's line at 4.77 Hz
-    beside 5 Hz). Below MIN_EVENT_HZ every line is one slow finding (``same_period``).
+    beside 5 Hz). Slow lines are one slow finding, whatever their places (analysis.is_slow).
     """
-    return same_period(p.frequency_hz, q.frequency_hz) and bool(
-        q.harmonics or not p.harmonics or max(p.frequency_hz, q.frequency_hz) < MIN_EVENT_HZ)
+    if is_slow(p) and is_slow(q):
+        return True
+    return same_period(p.frequency_hz, q.frequency_hz) and bool(q.harmonics or not p.harmonics)
 
 
 def core_events(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[Period]:
@@ -149,13 +150,13 @@ def one_core_events(run: RunNoise) -> list[tuple[CoreNoise, Period]]:
             for p in core_events(core, host_skip(events, node.node))]
 
 
-def host_event(frequency: float, prominence: float, where: str) -> str:
-    """The sentence of a host's line; a slow one says it is no period the run can place."""
-    if frequency < MIN_EVENT_HZ:
-        what = (f"Slow lines (strongest at {hz(frequency)} Hz, below the {MIN_EVENT_HZ:g} Hz a run can place: a few "
-                f"long stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
+def host_event(p: Period, prominence: float, where: str) -> str:
+    """The sentence of a host's event; slow lines say they are no period the run can place."""
+    if is_slow(p):
+        what = (f"Slow lines (strongest at {hz(p.frequency_hz)} Hz, no period a run can place: a few long "
+                f"stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
     else:
-        what = f"A {hz(frequency)} Hz event"
+        what = f"A {hz(p.frequency_hz)} Hz event"
     return (f"{what} on every core of {where} (spectral line up to {prominence:.0f}x its background): "
             f"the host's own, not one core's.")
 
@@ -165,9 +166,9 @@ def sentences(run: RunNoise) -> list[str]:
     out = [f"file cut short: {run.truncated}."] if run.truncated else []
     events = host_events(run)
     names = ", ".join(node.node for node in run.nodes)
-    out.extend(host_event(p.frequency_hz, prom, names) for where, p, prom in events if where is None)
+    out.extend(host_event(p, prom, names) for where, p, prom in events if where is None)
     for node in run.nodes:
-        out.extend(host_event(p.frequency_hz, prom, node.node) for where, p, prom in events if where == node.node)
+        out.extend(host_event(p, prom, node.node) for where, p, prom in events if where == node.node)
         skip = host_skip(events, node.node)
         out.append(node_sentence(node))
         if len(node.cores) == 1:
