@@ -33,6 +33,8 @@ TOPOLOGIES = ("recorded", "detect")
 # "on_demand" (a run builds each of its ``methods`` that has no usable build, for its partitions' targets).
 BUILDS = ("pipeline", "on_demand")
 MODULES_SYSTEMS = ("lmod", "nomod")
+# A system's ``reframe_general``: the ReFrame general options (checks/config/site.yaml) it may set for itself.
+REFRAME_GENERAL = ("poll_rate_min", "poll_rate_max", "poll_rate_decay")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -227,6 +229,11 @@ def load_file(path: Path) -> System:
                                           or not 0 < v <= 1 for m, v in noise.items()):
         raise _fail(path, "run_noise", f"must map metrics ({', '.join(METRICS)}) to a relative noise in (0, 1], "
                                        f"found {noise!r}")
+    general = data.get("reframe_general") or {}
+    if not isinstance(general, dict) or any(k not in REFRAME_GENERAL or isinstance(v, bool)
+                                            or not isinstance(v, (int, float)) or v <= 0 for k, v in general.items()):
+        raise _fail(path, "reframe_general", f"must map ReFrame's general options ({', '.join(REFRAME_GENERAL)}) "
+                                             f"to positive numbers, found {general!r}")
     for key, allowed, default in (("modules_system", MODULES_SYSTEMS, None), ("builds", BUILDS, "pipeline")):
         value = data.get(key, default)
         if value not in allowed:

@@ -206,6 +206,11 @@ def test_rank_killed_mid_run(fwq: Path, tmp_path: Path) -> None:
             time.sleep(0.5)
             ranks = children_named(proc.pid, "fwq")
         assert len(ranks) == 2, "the two fwq ranks did not start"
+        # Rank 0 opens its output once MPI is up, which a loaded host can take well over a second to be
+        # (issue: killed.fwq "does not exist" at load 6.5): the kill comes after that, as the test means.
+        while time.monotonic() < deadline and not out.exists():
+            time.sleep(0.1)
+        assert out.exists(), "fwq rank 0 never opened its output file"
         time.sleep(1.0)                                   # calibrated, now measuring
         os.kill(max(ranks), signal.SIGKILL)
         proc.wait(timeout=60)

@@ -64,6 +64,8 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d.update(modules_system="tmod"), "'modules_system' must be one of lmod, nomod, found 'tmod'"),
     (lambda d: d.update(cluster="managed"), "'cluster' must be a mapping"),
     (lambda d: d.update(cluster={"network": "wifi"}), "'cluster' network must be one of"),
+    (lambda d: d.update(reframe_general={"poll_rate_min": 0}), "'reframe_general' must map ReFrame's general options"),
+    (lambda d: d.update(reframe_general={"purge_environment": 1}), "'reframe_general' must map ReFrame's general"),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
@@ -72,6 +74,21 @@ def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, 
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match=f"system file {path}: {key}".replace("(", r"\(").replace(")", r"\)")):
         systems.load_file(path)
+
+
+def test_reframe_polls_the_local_queue_at_least_once_a_second_and_the_clusters_at_its_default():
+    """systems/<name>.yaml's reframe_general reaches ReFrame for that system only, as ReFrame itself resolves it."""
+    def poll_rate_min(system: str) -> str:
+        cmd = [str(Path(sys.executable).parent / "reframe"), "-C", str(REPO_ROOT / "checks" / "config" / "site.yaml"),
+               "--system", system, "--show-config=general/0/poll_rate_min"]
+        done = subprocess.run(["bash", "-c", "source /usr/share/lmod/lmod/init/bash && exec \"$@\"", "-", *cmd],
+                              capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert systems.get("local").data["reframe_general"] == {"poll_rate_min": 1}
+    assert poll_rate_min("local") == "1"
+    assert poll_rate_min("iris:broadwell") == "0.1"     # ReFrame's default
 
 
 def test_generate_check_exits_2_when_out_of_date(tmp_path: Path):

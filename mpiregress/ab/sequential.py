@@ -52,9 +52,11 @@ from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy import optimize, special
 
 from ..errors import InputError
+
+# scipy (about half a second to import) only inside the functions that compute with it: checks/osu_ab.py
+# imports Schedule from here in every ReFrame run.
 
 SPENDING_FAMILIES = ("power", "obrien-fleming", "pocock")
 
@@ -117,6 +119,7 @@ def spent(fraction: float, alpha: float, family: str = "power", rho: float = 0.2
     if family == "pocock":
         return alpha * math.log1p((math.e - 1) * t)
     if family == "obrien-fleming":
+        from scipy import special
         return float(2 * special.ndtr(-special.ndtri(1 - alpha / 2) / math.sqrt(t)))
     raise InputError(f"unknown alpha spending family {family!r} (known: {', '.join(SPENDING_FAMILIES)})")
 
@@ -131,6 +134,7 @@ def boundaries(alpha: float, fractions: Sequence[float], family: str = "power", 
     Look j's boundary ``c_j`` solves P(Z_1 < c_1, ..., Z_{j-1} < c_{j-1}, Z_j >= c_j) = spent(t_j) -
     spent(t_{j-1}) under the canonical joint distribution; a look that spends nothing gets +inf.
     """
+    from scipy import optimize, special
     info = np.asarray(fractions, dtype=float)
     out = np.full(len(info), np.inf)
     density = None          # continuation density of S_{j-1} on ``grid`` (trapezoid weights folded in)
@@ -199,6 +203,7 @@ def sequential_p(z: Sequence[float], fractions: Sequence[float], family: str = "
     if len(z) != len(fractions) or not len(z):
         raise ValueError("one z per look is needed")
     if len(z) == 1 and fractions[0] >= 1:
+        from scipy import special
         return float(special.ndtr(-z[0]))
     table = _table(tuple(round(float(f), 12) for f in fractions), family, rho)
     logs = np.log(_LEVELS)

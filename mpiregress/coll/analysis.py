@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from . import figures, rules_file, sweep
+from . import rules_file, sweep
 from .algorithms import TunedAlgorithms
 
 
@@ -40,6 +40,9 @@ def analyse(records: Iterable[Mapping[str, Any]], tuned: TunedAlgorithms, openmp
     result = Analysis(cells=cells, findings=sweep.findings(cells), table=sweep.default_vs_best_table(cells),
                       left_out=left_out)
     groups = sorted({(c.point.collective, c.point.distribution) for c in cells})
+    # matplotlib only when there is a figure to draw: every `mpiregress run` imports this module
+    # (through the report), and importing matplotlib costs about a second of CPU per command.
+    from . import figures
     with tempfile.TemporaryDirectory() as tmp:
         for coll, dist in groups:
             part = [c for c in cells if (c.point.collective, c.point.distribution) == (coll, dist)]
