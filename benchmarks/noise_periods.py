@@ -59,7 +59,7 @@ Fresh runs, each with the analysis of its hour: the second (whole_train only, lo
 lost: FWQ's srun ended with exit 11 and no file, at load 11); the third (load 3.5-10.4): 10/10/10,
 9/10/10, 10/10/10, 7/10/10, 10/10/10; the fourth (load 3.4-10.5): 10/10/10, 10/10/10, 9/10/10,
 10/10/10, 9/9/10; the fifth (load 4.3-10.3): 10/10/10, 9/10/10, 10/10/10, 10/10/10, 10/10/10.
-Re-judged as committed, the five fresh runs: 249 runs, right 240, found 249. The 16 wrong of 399
+Re-judged as committed, the five fresh runs: 249 runs, right 244, found 249. The 16 wrong of 399
 all name the source right, and beside it: core 0's 100 Hz (the host's timer; the source on core 1
 seems to hide it there; 5 runs, 4 at 5 ms), a 10 Hz comb on core 0 (2 at 5 ms, one with core 0's
 250 Hz), a 19.95 Hz comb on core 0 (2), core 0's 250 Hz tick (2, one with a 21.43 Hz line on core
