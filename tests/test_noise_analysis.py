@@ -79,7 +79,14 @@ def test_periodic_event_is_found_at_its_frequency_with_harmonics() -> None:
     assert 0.08 < core.lost_fraction < 0.12
     assert core.max_detour_us == pytest.approx(1000, rel=0.05)
     assert core.detours_per_s == pytest.approx(100, rel=0.05)
-    assert "a 100 Hz event on core 1 on n1" in findings.periodic(core)[0]
+    assert "a 100 Hz event on core 1 on n1 (every 10 ms; spectral line" in findings.periodic(core)[0]
+
+
+def test_an_event_is_said_to_the_spectrums_resolution_and_as_the_period_a_timer_is_set_to() -> None:
+    """A 73 ms daemon is 13.7 Hz (the spectrum resolves 0.3 Hz), not 14; its period is what an admin greps for."""
+    assert [findings.hz(f) for f in (1000 / 73, 1000 / 27, 5.0, 100.0, 250.0)] == ["13.7", "37.0", "5.0", "100", "250"]
+    assert [findings.every(f) for f in (1000 / 73, 5.0, 250.0, 750.0)] == \
+        ["every 73 ms", "every 200 ms", "every 4 ms", "every 1.33 ms"]
 
 
 def contended(times: np.ndarray, seed: int, hits: int = 100) -> np.ndarray:

@@ -20,8 +20,14 @@ def core_label(core: CoreNoise) -> str:
 
 
 def hz(frequency: float) -> str:
-    """A frequency as an admin says it: 100, 250, 2.5 (the spectrum's resolution is ~0.3 Hz)."""
-    return f"{frequency:.0f}" if frequency >= 10 else f"{frequency:.1f}"
+    """A frequency as an admin says it: 100, 250, 13.7, 2.5 (the spectrum's resolution is ~0.3 Hz: a 73 ms
+    daemon is 13.7 Hz, not 14)."""
+    return f"{frequency:.0f}" if frequency >= 100 else f"{frequency:.1f}"
+
+
+def every(frequency: float) -> str:
+    """The event's period as a timer or daemon is configured: 'every 73 ms'."""
+    return f"every {1000 / frequency:.3g} ms"
 
 
 def same_period(a: float, b: float) -> bool:
@@ -51,11 +57,12 @@ def core_events(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[Period]:
 
 
 def periodic(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[str]:
-    """'a 100 Hz event on core 1 (line 350x its background, 4 harmonics)' for each period found.
+    """'a 100 Hz event on core 1 on n1 (every 10 ms; spectral line 350x its background, 4 harmonics)' for each.
 
     ``skip``: the events already said once for every core of the host.
     """
-    return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} (spectral line {p.prominence:.0f}x "
+    return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} ({every(p.frequency_hz)}; "
+            f"spectral line {p.prominence:.0f}x "
             f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core_events(core, skip)]
 
 
@@ -155,10 +162,11 @@ def host_event(p: Period, prominence: float, where: str) -> str:
     if is_slow(p):
         what = (f"Slow lines (strongest at {hz(p.frequency_hz)} Hz, no period a run can place: a few long "
                 f"stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
+        line = f"spectral line up to {prominence:.0f}x its background"
     else:
         what = f"A {hz(p.frequency_hz)} Hz event"
-    return (f"{what} on every core of {where} (spectral line up to {prominence:.0f}x its background): "
-            f"the host's own, not one core's.")
+        line = f"{every(p.frequency_hz)}; spectral line up to {prominence:.0f}x its background"
+    return f"{what} on every core of {where} ({line}): the host's own, not one core's."
 
 
 def sentences(run: RunNoise) -> list[str]:
