@@ -329,24 +329,27 @@ def whole_train(candidates: list[tuple[int, list[tuple[int, int]], float]], m: i
       and the weak lines are another event's.
     """
     for lower, lower_members, _ in reversed(candidates):
-        d = lower // m
         if lower <= m or lower % m:
             continue
-        on = [float(prominence[j]) for j, k in lower_members if k % d == 0]
-        off = [float(prominence[j]) for j, k in lower_members if k % d]
+        d = lower // m
+        on, off = split_orders(lower_members, d, prominence)
         if (len(on) >= BURIED_MIN_LINES and len(off) >= MANY_LINES
                 and COINCIDENCE_MARGIN * len(off) >= (d - 1) * len(on)
                 and SIDEBAND_POWER_RATIO * float(np.median(off)) >= float(np.median(on))):
             return lower, lower_members
     for higher, higher_members, _ in candidates:
-        d = m // higher
         if higher >= m or m % higher:
             continue
-        on = [float(prominence[j]) for j, k in members if k % d == 0]
-        off = [float(prominence[j]) for j, k in members if k % d]
+        on, off = split_orders(members, m // higher, prominence)
         if len(on) >= BURIED_MIN_LINES and off and SIDEBAND_POWER_RATIO * float(np.median(off)) < float(np.median(on)):
             return higher, higher_members
     return m, members
+
+
+def split_orders(members: list[tuple[int, int]], d: int, prominence: np.ndarray) -> tuple[list[float], list[float]]:
+    """(prominences of the comb's lines at multiples of ``d``, those of the others)."""
+    on = [float(prominence[j]) for j, k in members if k % d == 0]
+    return on, [float(prominence[j]) for j, k in members if k % d]
 
 
 def borrowed_combs(accepted: list[list], freq: np.ndarray, prominence: np.ndarray, resolution: float,
@@ -525,7 +528,10 @@ def local_background(freqs: np.ndarray, power: np.ndarray, index: int) -> float:
     return background if background > 0 else float(np.finfo(float).tiny)
 
 
-def rank_spectrum(data: RankData) -> tuple[np.ndarray, np.ndarray, list[tuple[float, float, float]]]:
+RankSpectrum = tuple[np.ndarray, np.ndarray, list[tuple[float, float, float]]]
+
+
+def rank_spectrum(data: RankData) -> RankSpectrum:
     """(frequencies, power, spectral_lines) of one rank's lost-time signal."""
     times = data.times_ns.astype(np.float64)
     freqs, power = spectrum(lost_time_signal(times, float(np.median(times))))
@@ -535,18 +541,19 @@ def rank_spectrum(data: RankData) -> tuple[np.ndarray, np.ndarray, list[tuple[fl
 
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
                min_prominence: float = DEFAULT_MIN_PROMINENCE,
-               others: Sequence[Sequence[float]] = ()) -> CoreNoise:
+               others: Sequence[Sequence[float]] = (), measured: RankSpectrum | None = None) -> CoreNoise:
     """Losses and periodic events of one rank's core.
 
     ``others``: the spectral lines (Hz) of each other core of its node; a line every one of them has
-    too is the host's, no comb's own line (``borrowed_combs``).
+    too is the host's, no comb's own line (``borrowed_combs``). ``measured``: ``rank_spectrum(data)``
+    when the caller has it already (node_noise needs every core's lines first).
     """
     times = data.times_ns.astype(np.float64)
     nominal = float(np.median(times))
     excess = np.clip(times - nominal, 0.0, None)
     duration_s = float(times.sum()) * 1e-9
     threshold = threshold_fraction * nominal
-    freqs, power, lines = rank_spectrum(data)
+    freqs, power, lines = measured if measured is not None else rank_spectrum(data)
     bin_hz = float(freqs[1] - freqs[0]) if len(freqs) > 1 else 0.0
     shared = [bool(others) and all(any(abs(f - g) <= bin_hz for g in other) for other in others)
               for f, _, _ in lines]
@@ -565,9 +572,10 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
                min_prominence: float = DEFAULT_MIN_PROMINENCE) -> NodeNoise:
     """Efficiency of a node and the noise of each of its cores."""
     matrix = np.vstack([r.times_ns for r in node.ranks])
-    lines = [[f for f, _, _ in rank_spectrum(r)[2]] for r in node.ranks]
+    measured = [rank_spectrum(r) for r in node.ranks]
+    lines = [[f for f, _, _ in m[2]] for m in measured]
     cores = tuple(core_noise(node.name, r, threshold_fraction, min_prominence,
-                             others=[other for j, other in enumerate(lines) if j != i])
+                             others=[other for j, other in enumerate(lines) if j != i], measured=measured[i])
                   for i, r in enumerate(node.ranks))
     return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores)
 

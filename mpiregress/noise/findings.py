@@ -132,8 +132,8 @@ def host_events(run: RunNoise) -> list[tuple[str | None, Period, float]]:
     ``node`` is None for an event on every core of the run, else the one node on every core of
     which it is (and that is not already an event of the whole run).
     """
-    every = [c for node in run.nodes for c in node.cores]
-    events: list[tuple[str | None, Period, float]] = [(None, p, prom) for p, prom in host_periods(every)]
+    all_cores = [c for node in run.nodes for c in node.cores]
+    events: list[tuple[str | None, Period, float]] = [(None, p, prom) for p, prom in host_periods(all_cores)]
     for node in run.nodes:
         events.extend((node.node, p, prom) for p, prom in host_periods(list(node.cores))
                       if not any(same_event(p, h) for where, h, _ in events if where is None))
