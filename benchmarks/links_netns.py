@@ -95,11 +95,8 @@ def main() -> int:
     args = parser.parse_args()
     site = systems.get("local").partitions[0].reframe.get("extras", {}).get("links", {})
     per_node = args.ranks_per_node or int(site.get("ranks_per_node", 2))
-    thresholds = analysis.Thresholds(ratio=args.ratio or float(site.get("ratio", 2.0)),
-                                     z=args.z or float(site.get("z", 5.0)),
-                                     statistic=args.statistic or str(site.get("statistic", "median")),
-                                     metrics=tuple(args.metrics.split(",")) if args.metrics else
-                                     tuple(site.get("metrics", analysis.METRICS)))
+    thresholds = analysis.Thresholds.from_site(site, ratio=args.ratio, z=args.z, statistic=args.statistic,
+                                               metrics=args.metrics)
     link_args = str(site.get("args", "-S -w 5 -i 20 -I 5 -Z 10")).split()
     env = {k: str(v) for k, v in (site.get("env") or {}).items()}
     print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}")

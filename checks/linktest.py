@@ -38,6 +38,7 @@ class LinktestCheck(OsuCheckBase):
     nodelist = variable(str, value='')          # a Slurm node list (after maintenance); its size wins over nodes
     ranks_per_node = variable(int, value=0)     # 0: the partition's default (systems/<name>.yaml links:), else 1
     linktest_args = variable(str, value='')     # '': the partition's default, else '-Z 20'
+    ratio = variable(float, value=0.0)          # how many times worse than typical is slow; 0: the partition's, else 2
     switches = variable(str, value='')          # YAML node -> switch map: same-/inter-switch pair kinds
     links_dir = variable(str, value=os.environ.get('MPIREGRESS_LINKS_DIR', ''))
     metric = variable(str, value='latency')     # the check's own record; its series carry both metrics
@@ -59,6 +60,10 @@ class LinktestCheck(OsuCheckBase):
             raise SanityError(f'nodes={self.nodes}, ranks_per_node={self.ranks_per_node}: give whole numbers '
                               f'from 0 (the default) up')
         self.per_node = self.ranks_per_node or int(site.get('ranks_per_node', 1))
+        try:
+            self.thresholds = analysis.Thresholds.from_site(site, ratio=self.ratio)
+        except InputError as err:
+            raise SanityError(str(err)) from None
         try:
             names = hostlist.expand(self.nodelist) if self.nodelist else []
         except InputError as err:
@@ -116,12 +121,8 @@ class LinktestCheck(OsuCheckBase):
         return None
 
     def measure(self, out, err):
-        thresholds = analysis.Thresholds(ratio=float(self.site.get('ratio', 2.0)),
-                                         z=float(self.site.get('z', 5.0)),
-                                         statistic=str(self.site.get('statistic', 'median')),
-                                         metrics=tuple(self.site.get('metrics', analysis.METRICS)))
         try:
-            judged = judge.judge_file(Path(self.stagedir) / judge.RESULTS_FILE, self.output_dir(), thresholds,
+            judged = judge.judge_file(Path(self.stagedir) / judge.RESULTS_FILE, self.output_dir(), self.thresholds,
                                       switches=self.switches or self.site.get('switches'), focus=','.join(
                                           hostlist.expand(self.nodelist)) if self.nodelist else None, stderr=err)
         except InputError as err_:

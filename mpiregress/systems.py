@@ -264,6 +264,7 @@ def load_file(path: Path) -> System:
                 lookup(target)
             except InputError as err:
                 raise _fail(path, f"{key}.target", f"{err} (or '{HOST_TARGET}' for this host's)") from None
+        _check_links(path, key, ((spec.get("reframe") or {}).get("extras") or {}).get("links"))
         topology = spec.get("topology", "recorded")
         if topology not in TOPOLOGIES:
             raise _fail(path, f"{key}.topology", f"must be one of {', '.join(TOPOLOGIES)}, found {topology!r}")
@@ -272,6 +273,21 @@ def load_file(path: Path) -> System:
                                eessi_subdir=str(spec.get("eessi_subdir") or ""),
                                reframe=dict(spec.get("reframe") or {}), topology=str(topology)))
     return System(name=name, path=path, data=data, partitions=tuple(parts))
+
+
+def _check_links(path: Path, key: str, links: Any) -> None:
+    """A partition's link judging (``reframe.extras.links``) is named when the file is read, not after a run."""
+    if links is None:
+        return
+    where = f"{key}.reframe.extras.links"
+    if not isinstance(links, dict):
+        raise _fail(path, where, "must be a mapping (ranks_per_node, args, ratio, z, statistic, metrics, env)")
+    from .links.analysis import Thresholds
+
+    try:
+        Thresholds.from_site(links)
+    except InputError as err:
+        raise _fail(path, where, str(err).replace("the link judging's ", "")) from None
 
 
 def _check_cluster(path: Path, block: Any) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -274,7 +275,32 @@ def test_statistic_min_ignores_a_pair_slowed_only_in_some_iterations() -> None:
 def test_thresholds_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, make_run(HOSTS8))
     code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--ratio", "0.5"], capsys)
-    assert code == 2 and "--ratio must be above 1 and --z above 0" in said
+    assert code == 2 and ("the link judging's ratio must be a number above 1 (a slow pair is that many times worse "
+                          "than the typical one), found 0.5") in said
+
+
+def test_a_partitions_judging_takes_what_is_given_over_it() -> None:
+    site = {"ratio": 3, "z": 2, "statistic": "min", "metrics": ["bandwidth"], "args": "-S", "ranks_per_node": 2}
+    assert analysis.Thresholds.from_site(site) == analysis.Thresholds(ratio=3, z=2, statistic="min",
+                                                                     metrics=("bandwidth",))
+    # 0, None and '' keep the partition's value (a check variable's "not set").
+    assert analysis.Thresholds.from_site(site, ratio=0, z=None, metrics="") == analysis.Thresholds.from_site(site)
+    given = analysis.Thresholds.from_site(site, ratio=20, metrics="latency, bandwidth")
+    assert (given.ratio, given.z, given.metrics) == (20, 2, ("latency", "bandwidth"))
+    assert analysis.Thresholds.from_site({}) == analysis.Thresholds()
+
+
+@pytest.mark.parametrize("given, said", [
+    ({"ratio": 1}, "ratio must be a number above 1 (a slow pair is that many times worse than the typical one), "
+                   "found 1"),
+    ({"ratio": "2"}, "ratio must be a number above 1"),
+    ({"z": -1}, "z must be a number above 0 (robust sigmas), found -1"),
+    ({"statistic": "mode"}, "statistic must be one of median, mean, min, found 'mode'"),
+    ({"metrics": ["bandwith"]}, "metrics must name some of latency, bandwidth, found bandwith"),
+])
+def test_thresholds_that_cannot_judge_are_one_sentence(given: dict, said: str) -> None:
+    with pytest.raises(InputError, match="^the link judging's " + re.escape(said)):
+        analysis.Thresholds.from_site(given)
 
 
 def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,

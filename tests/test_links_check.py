@@ -247,6 +247,16 @@ def test_a_negative_node_count_is_one_sentence(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_ratio_that_would_call_every_pair_slow_is_one_sentence(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "aion", "--dry-run", "--families",
+                           "links", "--methods", "source", "--setvar", "LinktestCheck.ratio=0.9", "--report-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert ("the link judging's ratio must be a number above 1 (a slow pair is that many times worse than the "
+            "typical one), found 0.9") in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_build_of_another_system_is_never_used_for_this_one(tmp_path: Path) -> None:
     """A manifest dir holding the local system's zen2 build (linked against this host's MPI): an Aion run,
     also zen2, plans its own build instead of running the local one."""

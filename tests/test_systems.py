@@ -66,6 +66,14 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d.update(cluster={"network": "wifi"}), "'cluster' network must be one of"),
     (lambda d: d.update(reframe_general={"poll_rate_min": 0}), "'reframe_general' must map ReFrame's general options"),
     (lambda d: d.update(reframe_general={"purge_environment": 1}), "'reframe_general' must map ReFrame's general"),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        links={"ratio": 1}), "'partitions.batch.reframe.extras.links' ratio must be a number above 1"),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        links={"statistic": "mode"}), "'partitions.batch.reframe.extras.links' statistic must be one of median, "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        links={"metrics": ["bandwith"]}), "'partitions.batch.reframe.extras.links' metrics must name some of"),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        links="serial"), "'partitions.batch.reframe.extras.links' must be a mapping"),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())

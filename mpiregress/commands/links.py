@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from .. import results
-from ..errors import ERROR, OK, REGRESSION, InputError
+from ..errors import ERROR, OK, REGRESSION
 from ..links import analysis, judge
 
 
@@ -40,14 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    if args.ratio <= 1 or args.z <= 0:
-        raise InputError("--ratio must be above 1 and --z above 0")
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    if not metrics or set(metrics) - set(analysis.METRICS):
-        raise InputError(f"--metrics must name some of {', '.join(analysis.METRICS)}, not {args.metrics!r}")
-    judged = judge.judge_file(args.results, args.out, analysis.Thresholds(ratio=args.ratio, z=args.z,
-                                                                          statistic=args.statistic,
-                                                                          metrics=metrics),
+    thresholds = analysis.Thresholds(ratio=args.ratio, z=args.z, statistic=args.statistic,
+                                     metrics=analysis.metric_names(args.metrics))
+    judged = judge.judge_file(args.results, args.out, thresholds,
                               switches=args.switches, focus=args.nodes)
     if args.series:
         context = {"system": args.system, "partition": args.partition, "method": args.method}

@@ -25,10 +25,11 @@ All work is on the pair arrays (N(N-1)/2 entries), never on an N x N matrix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..errors import InputError
 from .resultsfile import LinkRun
 
 KINDS = ("intra-node", "same-switch", "inter-switch", "inter-node")
@@ -62,6 +63,40 @@ class Thresholds:
     # Metrics judged (both are always measured and recorded). A host whose scheduler decides
     # every small message's time (an oversubscribed shared machine) judges bandwidth only.
     metrics: tuple[str, ...] = ("latency", "bandwidth")
+
+    def __post_init__(self) -> None:
+        # A ratio of 1 or less, or a z of 0, would call every pair slow; one sentence instead.
+        if isinstance(self.ratio, bool) or not isinstance(self.ratio, (int, float)) or not self.ratio > 1:
+            raise InputError(f"the link judging's ratio must be a number above 1 (a slow pair is that many times "
+                             f"worse than the typical one), found {self.ratio!r}")
+        if isinstance(self.z, bool) or not isinstance(self.z, (int, float)) or not self.z > 0:
+            raise InputError(f"the link judging's z must be a number above 0 (robust sigmas), found {self.z!r}")
+        if not isinstance(self.majority, (int, float)) or not 0 < self.majority < 1:
+            raise InputError(f"the link judging's majority must be a fraction between 0 and 1, "
+                             f"found {self.majority!r}")
+        if self.statistic not in COLUMNS:
+            raise InputError(f"the link judging's statistic must be one of {', '.join(COLUMNS)}, "
+                             f"found {self.statistic!r}")
+        if not self.metrics or any(m not in METRICS for m in self.metrics):
+            raise InputError(f"the link judging's metrics must name some of {', '.join(METRICS)}, "
+                             f"found {', '.join(map(str, self.metrics)) or 'none'}")
+
+    @classmethod
+    def from_site(cls, links: Mapping[str, Any], **given: Any) -> "Thresholds":
+        """A partition's judging (``links:`` in systems/<name>.yaml) with each of ``given`` that is set
+        (not None, 0 or empty) over it; InputError (one sentence) for a value that cannot judge."""
+        chosen = {key: links[key] for key in ("ratio", "z", "statistic", "metrics") if key in links}
+        chosen.update({key: value for key, value in given.items() if value})
+        if "metrics" in chosen:
+            chosen["metrics"] = metric_names(chosen["metrics"])
+        return cls(**chosen)
+
+
+def metric_names(value: Any) -> tuple[str, ...]:
+    """Metrics to judge from a YAML list or a comma-separated string (``latency,bandwidth``)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(str(m) for m in value)
+    return tuple(m.strip() for m in str(value).split(",") if m.strip())
 
 
 @dataclass
