@@ -54,6 +54,7 @@ from pathlib import Path
 from _cluster import mpi_env, own_cluster
 
 from mpiregress import systems
+from mpiregress.errors import InputError
 from mpiregress.links import analysis, judge
 from mpiregress.local_cluster import LocalCluster
 
@@ -95,8 +96,11 @@ def main() -> int:
     args = parser.parse_args()
     site = systems.get("local").partitions[0].reframe.get("extras", {}).get("links", {})
     per_node = args.ranks_per_node or int(site.get("ranks_per_node", 2))
-    thresholds = analysis.Thresholds.from_site(site, ratio=args.ratio, z=args.z, statistic=args.statistic,
-                                               metrics=args.metrics)
+    try:
+        thresholds = analysis.Thresholds.from_site(site, ratio=args.ratio, z=args.z, statistic=args.statistic,
+                                                   metrics=args.metrics)
+    except InputError as err:
+        sys.exit(f"links_netns: {err}")
     link_args = str(site.get("args", "-S -w 5 -i 20 -I 5 -Z 10")).split()
     env = {k: str(v) for k, v in (site.get("env") or {}).items()}
     print(f"# 4 nodes x {per_node} ranks, linktest {' '.join(link_args)}, judged: {thresholds}")
@@ -146,7 +150,8 @@ def main() -> int:
                 if condition == "undisturbed":
                     inter = judged.analysis.kind == analysis.INTER_NODE
                     inter_bw.append(float(statistics.median(judged.analysis.run.main["bw_median_mbs"][inter])))
-                slow = ", ".join(f"{s.link()} {s.metric} {s.ratio_first:.1f}x/{s.ratio_second or 0:.1f}x "
+                slow = ", ".join(f"{s.link()} {s.metric} {s.ratio_first:.1f}x/"
+                                 f"{'not re-tested' if s.ratio_second is None else f'{s.ratio_second:.1f}x'} "
                                  f"{s.attribution}"
                                  for s in judged.analysis.slow[:6])
                 print(f"{condition} {i}: {'right' if ok else 'WRONG'} in {time.monotonic() - t0:.0f} s, "
