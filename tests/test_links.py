@@ -337,3 +337,8 @@ def test_job_script_dry_run_for_64_aion_nodes(tmp_path: Path) -> None:
     out = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
                          capture_output=True, text=True, timeout=300, check=True).stdout
     assert "#SBATCH --nodelist=aion-[0001-0004]" in out and "--nodes=4 --ntasks=4" in out and "--nodes=64" not in out
+    # The pipeline's LINKTEST_RATIO reaches the check (refused here: it would call every pair slow).
+    env["LINKTEST_RATIO"] = "1"
+    done = subprocess.run(["bash", str(REPO / "ci" / "jobs" / "linktest.sh"), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "the link judging's ratio must be a number above 1" in done.stderr, done.stderr

@@ -13,6 +13,7 @@
 #   LINKTEST_TIME             time limit, minutes (default 60)
 #   LINKTEST_ARGS             linktest options (default "-Z 20"; e.g. "-S" for serial mode)
 #   LINKTEST_SWITCHES         optional YAML node -> switch map for the analysis
+#   LINKTEST_RATIO            a pair is slow at this many times worse than typical (default: the partition's, else 2)
 #   LINKTEST_METHOD           which build's linktest (default source)
 #   LINKTEST_REPORT_DIR       where the reports go (default reports/links-<system>-<partition>)
 # Writes reports/links-<system>-<partition>/: results.json (per-node and per-link series, a bad
@@ -32,6 +33,7 @@ setvar nodelist "${LINKTEST_NODELIST:-}"
 setvar ranks_per_node "${LINKTEST_RANKS_PER_NODE:-}"
 setvar linktest_args "${LINKTEST_ARGS:-}"
 setvar switches "${LINKTEST_SWITCHES:-}"
+setvar ratio "${LINKTEST_RATIO:-}"
 setvar time_limit "${LINKTEST_TIME:+${LINKTEST_TIME}m}"
 # The build stage built the programs: a missing build is an error here, never a private build.
 options+=(--no-build)   # the build jobs built what this job runs (see run.sh)
