@@ -35,6 +35,8 @@ BUILDS = ("pipeline", "on_demand")
 MODULES_SYSTEMS = ("lmod", "nomod")
 # A system's ``reframe_general``: the ReFrame general options (checks/config/site.yaml) it may set for itself.
 REFRAME_GENERAL = ("poll_rate_min", "poll_rate_max", "poll_rate_decay")
+# A partition's link matrix settings (reframe.extras.links): checks/linktest.py's and its judging's.
+LINK_SETTINGS = ("ranks_per_node", "args", "env", "switches", "ratio", "z", "statistic", "metrics")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -281,7 +283,11 @@ def _check_links(path: Path, key: str, links: Any) -> None:
         return
     where = f"{key}.reframe.extras.links"
     if not isinstance(links, dict):
-        raise _fail(path, where, "must be a mapping (ranks_per_node, args, ratio, z, statistic, metrics, env)")
+        raise _fail(path, where, f"must be a mapping of {', '.join(LINK_SETTINGS)}")
+    unknown = sorted(str(k) for k in links if k not in LINK_SETTINGS)
+    if unknown:
+        # A misspelt setting would otherwise be ignored and the run judged by the default.
+        raise _fail(path, where, f"has unknown setting(s) {', '.join(unknown)} (known: {', '.join(LINK_SETTINGS)})")
     from .links.analysis import Thresholds
 
     try:

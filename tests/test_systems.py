@@ -74,6 +74,8 @@ def test_vocabulary_and_partitions_come_from_the_data():
         links={"metrics": ["bandwith"]}), "'partitions.batch.reframe.extras.links' metrics must name some of"),
     (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
         links="serial"), "'partitions.batch.reframe.extras.links' must be a mapping"),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        links={"ration": 3}), "'partitions.batch.reframe.extras.links' has unknown setting(s) ration (known: "),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
