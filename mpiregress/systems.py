@@ -35,7 +35,11 @@ BUILDS = ("pipeline", "on_demand")
 MODULES_SYSTEMS = ("lmod", "nomod")
 # A system's ``reframe_general``: the ReFrame general options (checks/config/site.yaml) it may set for itself.
 REFRAME_GENERAL = ("poll_rate_min", "poll_rate_max", "poll_rate_decay")
-# A partition's link matrix settings (reframe.extras.links): checks/linktest.py's and its judging's.
+# A partition's settings for the checks (reframe.extras; generate.py gives the first four defaults),
+# its collectives' (coll:), its link matrix's (links: checks/linktest.py's and its judging's).
+EXTRAS = ("launcher_options", "num_nodes", "nodes_share_cpus", "noise_probe_s", "fwq_realtime_priority",
+          "step_timeout", "step_end_grace", "coll", "links")
+COLL_SETTINGS = ("cores_per_node", "multinode_env", "oversubscribed_env")
 LINK_SETTINGS = ("ranks_per_node", "args", "env", "switches", "ratio", "z", "statistic", "metrics")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -266,7 +270,7 @@ def load_file(path: Path) -> System:
                 lookup(target)
             except InputError as err:
                 raise _fail(path, f"{key}.target", f"{err} (or '{HOST_TARGET}' for this host's)") from None
-        _check_links(path, key, ((spec.get("reframe") or {}).get("extras") or {}).get("links"))
+        _check_extras(path, key, (spec.get("reframe") or {}).get("extras"))
         topology = spec.get("topology", "recorded")
         if topology not in TOPOLOGIES:
             raise _fail(path, f"{key}.topology", f"must be one of {', '.join(TOPOLOGIES)}, found {topology!r}")
@@ -277,23 +281,33 @@ def load_file(path: Path) -> System:
     return System(name=name, path=path, data=data, partitions=tuple(parts))
 
 
-def _check_links(path: Path, key: str, links: Any) -> None:
-    """A partition's link judging (``reframe.extras.links``) is named when the file is read, not after a run."""
-    if links is None:
-        return
-    where = f"{key}.reframe.extras.links"
-    if not isinstance(links, dict):
-        raise _fail(path, where, f"must be a mapping of {', '.join(LINK_SETTINGS)}")
-    unknown = sorted(str(k) for k in links if k not in LINK_SETTINGS)
+def _known_settings(path: Path, where: str, block: Any, known: tuple[str, ...]) -> None:
+    """``block`` is a mapping of ``known`` settings only: a misspelt one would be ignored, its default used."""
+    if not isinstance(block, dict):
+        raise _fail(path, where, f"must be a mapping of {', '.join(known)}")
+    unknown = sorted(str(k) for k in block if k not in known)
     if unknown:
-        # A misspelt setting would otherwise be ignored and the run judged by the default.
-        raise _fail(path, where, f"has unknown setting(s) {', '.join(unknown)} (known: {', '.join(LINK_SETTINGS)})")
+        raise _fail(path, where, f"has unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+
+def _check_extras(path: Path, key: str, extras: Any) -> None:
+    """A partition's check settings (``reframe.extras``) are named when the file is read, not after a run."""
+    if extras is None:
+        return
+    where = f"{key}.reframe.extras"
+    _known_settings(path, where, extras, EXTRAS)
+    if "coll" in extras:
+        _known_settings(path, f"{where}.coll", extras["coll"], COLL_SETTINGS)
+    if "links" not in extras:
+        return
+    links = extras["links"]
+    _known_settings(path, f"{where}.links", links, LINK_SETTINGS)
     from .links.analysis import Thresholds
 
     try:
         Thresholds.from_site(links)
     except InputError as err:
-        raise _fail(path, where, str(err).replace("the link judging's ", "")) from None
+        raise _fail(path, f"{where}.links", str(err).replace("the link judging's ", "")) from None
 
 
 def _check_cluster(path: Path, block: Any) -> None:

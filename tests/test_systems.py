@@ -76,6 +76,10 @@ def test_vocabulary_and_partitions_come_from_the_data():
         links="serial"), "'partitions.batch.reframe.extras.links' must be a mapping"),
     (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
         links={"ration": 3}), "'partitions.batch.reframe.extras.links' has unknown setting(s) ration (known: "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        step_timout=400), "'partitions.batch.reframe.extras' has unknown setting(s) step_timout (known: "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        coll={"cores": 4}), "'partitions.batch.reframe.extras.coll' has unknown setting(s) cores (known: "),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())
