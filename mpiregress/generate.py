@@ -35,11 +35,7 @@ class Derived:
 
 
 def _reframe_extras(part: systems_mod.Partition) -> dict[str, Any]:
-    # noise_probe_s: seconds of the FWQ noise probe in every benchmark's job (mpiregress/noise/probe.py).
-    extras: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_nodes": 2, "nodes_share_cpus": False,
-                              "noise_probe_s": 2.0}
-    extras.update(part.reframe.get("extras") or {})
-    return extras
+    return {**systems_mod.EXTRAS_DEFAULTS, **(part.reframe.get("extras") or {})}
 
 
 def _environment(root: Path) -> jinja2.Environment:

@@ -35,12 +35,15 @@ BUILDS = ("pipeline", "on_demand")
 MODULES_SYSTEMS = ("lmod", "nomod")
 # A system's ``reframe_general``: the ReFrame general options (checks/config/site.yaml) it may set for itself.
 REFRAME_GENERAL = ("poll_rate_min", "poll_rate_max", "poll_rate_decay")
-# A partition's settings for the checks (reframe.extras; generate.py gives the first four defaults),
-# its collectives' (coll:), its link matrix's (links: checks/linktest.py's and its judging's).
-EXTRAS = ("launcher_options", "num_nodes", "nodes_share_cpus", "noise_probe_s", "fwq_realtime_priority",
-          "step_timeout", "step_end_grace", "coll", "links")
+# A partition's settings for the checks (reframe.extras, rendered into site.yaml by generate.py over
+# these defaults; noise_probe_s: seconds of the FWQ noise probe in every benchmark's job, noise/probe.py),
+# the others it may set, its collectives' (coll:) and its link matrix's (links: checks/linktest.py's;
+# its judging's are links.analysis.SITE_SETTINGS).
+EXTRAS_DEFAULTS: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_nodes": 2, "nodes_share_cpus": False,
+                                   "noise_probe_s": 2.0}
+EXTRAS = (*EXTRAS_DEFAULTS, "fwq_realtime_priority", "step_timeout", "step_end_grace", "coll", "links")
 COLL_SETTINGS = ("cores_per_node", "multinode_env", "oversubscribed_env")
-LINK_SETTINGS = ("ranks_per_node", "args", "env", "switches", "ratio", "z", "statistic", "metrics")
+LINK_RUN_SETTINGS = ("ranks_per_node", "args", "env", "switches")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -300,10 +303,10 @@ def _check_extras(path: Path, key: str, extras: Any) -> None:
         _known_settings(path, f"{where}.coll", extras["coll"], COLL_SETTINGS)
     if "links" not in extras:
         return
-    links = extras["links"]
-    _known_settings(path, f"{where}.links", links, LINK_SETTINGS)
-    from .links.analysis import Thresholds
+    from .links.analysis import SITE_SETTINGS, Thresholds
 
+    links = extras["links"]
+    _known_settings(path, f"{where}.links", links, LINK_RUN_SETTINGS + SITE_SETTINGS)
     try:
         Thresholds.from_site(links)
     except InputError as err:

@@ -52,6 +52,10 @@ MAD_TO_SIGMA = 1.4826
 MIN_KIND_PAIRS = 6
 
 
+# What a partition may set of the judging (systems/<name>.yaml links:); majority is the rule's own.
+SITE_SETTINGS = ("ratio", "z", "statistic", "metrics")
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """How far from typical a pair must be to count as slow, and how many slow pairs make a bad rank."""
@@ -85,7 +89,7 @@ class Thresholds:
     def from_site(cls, links: Mapping[str, Any], **given: Any) -> "Thresholds":
         """A partition's judging (``links:`` in systems/<name>.yaml) with each of ``given`` that is set
         (not None, 0 or empty) over it; InputError (one sentence) for a value that cannot judge."""
-        chosen = {key: links[key] for key in ("ratio", "z", "statistic", "metrics") if key in links}
+        chosen = {key: links[key] for key in SITE_SETTINGS if key in links}
         chosen.update({key: value for key, value in given.items() if value})
         if "metrics" in chosen:
             chosen["metrics"] = metric_names(chosen["metrics"])
