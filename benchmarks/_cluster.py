@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from mpiregress.local_cluster import LocalCluster
+from mpiregress.cluster.local import LocalCluster
 
 
 def _stop_on_term(signum: int, frame: object) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress.names import METRICS, PT2PT
+from mpiregress.model.names import METRICS, PT2PT
 
 # (run-level lognormal sigma, sample jitter scale) per metric and locality.
 NOISE: dict[tuple[str, str], tuple[float, float]] = {
@@ -85,7 +85,7 @@ def matrix_results(rng: np.random.Generator, system: str, when: str, commit: str
     ``effects`` maps (partition, method, placement, metric) -> relative step on the
     hurting side (negative: an improvement), to inject events.
     """
-    from mpiregress.results import pt2pt
+    from mpiregress.model.results import pt2pt
 
     effects = effects or {}
     results = []

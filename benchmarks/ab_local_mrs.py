@@ -62,8 +62,8 @@ def judge(name: str, b_manifests: Path, work: Path, env: dict[str, str], opts: a
                 "--placements", opts.placements, "--report-dir", str(report)], env, work / f"{name}.log")
     rows = []
     if (report / "ab-samples.json").exists():
-        from mpiregress.ab import judge as ab_judge
-        from mpiregress.ab import report as ab_report
+        from mpiregress.report import ab as ab_report
+        from mpiregress.verdict.ab import judge as ab_judge
 
         samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
         verdicts, causes = ab_judge.judge_run(samples)

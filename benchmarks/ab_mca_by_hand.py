@@ -3,8 +3,8 @@
 Runs osu_latency (8192 B) and osu_bw (1 MiB) from ``--bin-dir`` (a built OSU, or the
 test double's install) with ``mpirun --oversubscribe -np 2`` alternately for A (the
 plain environment) and B (A plus ``--mca NAME=VALUE`` settings as OMPI_MCA_*
-variables), in the balanced order of mpiregress.ab.plan, tags every sample like an
-A/B run does and judges it with mpiregress.ab.paired, then prints the verdicts
+variables), in the balanced order of mpiregress.run.ab.plan, tags every sample like an
+A/B run does and judges it with mpiregress.verdict.ab.paired, then prints the verdicts
 with their attribution. ``--repeat N`` runs N independent A/B rounds and prints how
 many turned red (an A/A run, no ``--mca``, is the "MR that changes nothing").
 
@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from mpiregress.ab import attribution, paired
-from mpiregress.ab.plan import interleaved_order
+from mpiregress.run.ab.plan import interleaved_order
 from mpiregress.verdict import compose  # noqa: E402
+from mpiregress.verdict.ab import attribution, paired
 
 BENCHES = (("osu_latency", 8192, "latency", "us", 1000), ("osu_bw", 1048576, "bandwidth", "MB/s", 20))
 

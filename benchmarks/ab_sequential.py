@@ -7,9 +7,9 @@ a series (one allocation), each execution gets its own one-sided heavy-tailed ji
 of a series stay in the same allocation (the same run effect).
 
 * fixed-n (today): ``initial_pairs`` pairs, one look, Holm at 1 % over the series;
-* sequential (mpiregress.ab.sequential): after each look, the series still inconclusive beyond the
+* sequential (mpiregress.verdict.ab.sequential): after each look, the series still inconclusive beyond the
   minimum effect get ``look_every`` more pairs, up to ``max_pairs``; alpha spent over the looks,
-  Holm over the sequential p-values. The real code path: mpiregress.ab.paired.judge on records
+  Holm over the sequential p-values. The real code path: mpiregress.verdict.ab.paired.judge on records
   tagged ``ab_look``/``ab_max_pairs``, and paired.continuing to choose the next round's series.
 
 Null MRs (nothing changes) give false alarms per MR; step MRs (4 series 5 % worse, 4 series 10 %
@@ -40,9 +40,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
 
-from mpiregress.ab import paired  # noqa: E402
-from mpiregress.ab.sequential import Schedule  # noqa: E402
-from mpiregress.names import METRICS  # noqa: E402
+from mpiregress.model.names import METRICS  # noqa: E402
+from mpiregress.verdict.ab import paired  # noqa: E402
+from mpiregress.verdict.ab.sequential import Schedule  # noqa: E402
 
 K = 5   # samples of one ordinary measurement
 STEPPED = {0: 0.05, 20: 0.05, 45: 0.05, 70: 0.05, 5: 0.10, 30: 0.10, 51: 0.10, 77: 0.10}   # as gate_detection.py

@@ -24,13 +24,13 @@ Methods:
   MongoDB's signal-processing-algorithms): bisection on the energy statistic of |x - y|,
   each split kept while a permutation test (R permutations within the interval, fixed
   seed) gives p <= alpha; the same 2 % filter; one series at a time.
-* sbs, one series: mpiregress.changepoint.detect with nothing to pool (--methods single).
-* sbs pooled, lam 6 (before): mpiregress.changepoint.scan_runs on the partition's 24 series
+* sbs, one series: mpiregress.verdict.changepoint.detect with nothing to pool (--methods single).
+* sbs pooled, lam 6 (before): mpiregress.verdict.changepoint.scan_runs on the partition's 24 series
   at once, with the thresholds it had before issue 19 (lambda 6, penalty 8, join 9).
 * sbs pooled, partition only: the same with the thresholds calibrated against the budget of one
   false point per series-year (lambda 4, penalty 10, join 4), the whole partition pooled, each
-  series' effect filter on its own: mpiregress.changepoint before the group scans (issue 19.1).
-* sbs pooled + groups (kept): mpiregress.changepoint.scan_runs as it is, with the groups a system
+  series' effect filter on its own: mpiregress.verdict.changepoint before the group scans (issue 19.1).
+* sbs pooled + groups (kept): mpiregress.verdict.changepoint.scan_runs as it is, with the groups a system
   change moves together also scanned as their means (GROUP_BY, GROUP_PENALTY 16, GROUP_REST 9,
   GROUP_JOIN 1) and a shared step's effect judged by its group's mean shift (SHARED_FLOOR 3).
 * ceiling (step known): not a detector. Told which series stepped and that they share one
@@ -113,9 +113,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
 
-from mpiregress import changepoint  # noqa: E402
-from mpiregress.history import RunPoint  # noqa: E402
-from mpiregress.results import pt2pt_key  # noqa: E402
+from mpiregress.history.store import RunPoint  # noqa: E402
+from mpiregress.model.results import pt2pt_key  # noqa: E402
+from mpiregress.verdict import changepoint  # noqa: E402
 
 WEEKS = 52
 PLACEMENTS = _synth.SYSTEM_PLACEMENTS["iris"]
@@ -139,7 +139,7 @@ def run_days(per_week: int) -> np.ndarray:
 
 # -- the detector mpiregress used before (kept here for the comparison) ----------------
 def pelt_l1(values, beta=3.0, min_size=3, min_effect=0.02, z_effect=3.0):
-    """The previous mpiregress.changepoint.detect (ruptures PELT, L1 cost, noise-scaled penalty)."""
+    """The previous mpiregress.verdict.changepoint.detect (ruptures PELT, L1 cost, noise-scaled penalty)."""
     import ruptures
 
     y = np.log(np.asarray(values, dtype=float))

@@ -38,9 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress.coll import algorithms as algorithms_mod  # noqa: E402
-from mpiregress.coll import plan  # noqa: E402
-from mpiregress.topology import Topology  # noqa: E402
+from mpiregress.families.coll import algorithms as algorithms_mod  # noqa: E402
+from mpiregress.families.coll import plan  # noqa: E402
+from mpiregress.model.topology import Topology  # noqa: E402
 
 LAUNCH_S = 2.0
 LAUNCH_PER_RANK_S = 0.005

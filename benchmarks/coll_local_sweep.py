@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress import osu_output  # noqa: E402
-from mpiregress.coll import algorithms, components, figures, models, rules_file, sweep  # noqa: E402
-from mpiregress.topology import Topology  # noqa: E402
+from mpiregress.families import osu_output  # noqa: E402
+from mpiregress.families.coll import algorithms, components, figures, models, rules_file, sweep  # noqa: E402
+from mpiregress.model.topology import Topology  # noqa: E402
 
 _TRACE = re.compile(r"^coll_trace: (\w+) (\w+) count=(\d+) segsize=(\d+)", re.M)
 

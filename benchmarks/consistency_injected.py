@@ -31,9 +31,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress import manifest, results  # noqa: E402
-from mpiregress.verdict import cross_method as consistency  # noqa: E402
 from mpiregress.builds import differences  # noqa: E402
+from mpiregress.model import manifest, results  # noqa: E402
+from mpiregress.verdict import cross_method as consistency  # noqa: E402
 
 RUN = ["--methods", "source,easybuild", "--metrics", "latency", "--placements", "same_numa,cross_node",
        "--iterations", "500", "--allow-missing-baselines"]

@@ -34,11 +34,21 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from helpers import cancelrun  # noqa: E402
-from helpers.faults import (GOOD_RESULT, Outcome, cli, fast_specs, missing_binary_manifest,  # noqa: E402
-                            report_state, run_spec, sentence, stale_folder)
+from helpers.faults import (  # noqa: E402
+    GOOD_RESULT,
+    Outcome,
+    cli,
+    fast_specs,
+    missing_binary_manifest,
+    report_state,
+    run_spec,
+    sentence,
+    stale_folder,
+)
 from helpers.osu_double import make_tarball  # noqa: E402
-from mpiregress.local_cluster import LocalCluster  # noqa: E402
-from mpiregress.run_folder import RunFolder  # noqa: E402
+
+from mpiregress.cluster.local import LocalCluster  # noqa: E402
+from mpiregress.run.folder import RunFolder  # noqa: E402
 
 # Long enough that the fault lands while OSU measures (cross-node ping-pong here: ~10-20 us each).
 LONG = ["--iterations", "3000000"]

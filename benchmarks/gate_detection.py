@@ -13,7 +13,7 @@ new run of k samples with an injected step of 0, 5 or 10 % on the hurting side.
 A second table shows how the false-alarm rate depends on how much history there is
 (the gate's noise estimate is uncertain when few runs exist).
 
-A third table puts the paired A/B design (mpiregress.ab.paired: the target branch's
+A third table puts the paired A/B design (mpiregress.verdict.ab.paired: the target branch's
 build A and the MR's build B interleaved in ONE allocation, so the run effect of the
 same noise model is shared by A and B and only the per-execution jitter is left)
 side by side with the gate and the fixed band, per MR of the full matrix (80 series:
@@ -42,10 +42,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
 
-from mpiregress.ab import paired  # noqa: E402
+from mpiregress.model.names import METRICS  # noqa: E402
+from mpiregress.model.results import pt2pt_key  # noqa: E402
+from mpiregress.verdict.ab import paired  # noqa: E402
 from mpiregress.verdict.history_gate import GateConfig, judge_values  # noqa: E402
-from mpiregress.names import METRICS  # noqa: E402
-from mpiregress.results import pt2pt_key  # noqa: E402
 
 STEPS = (0.0, 0.05, 0.10)
 FIXED_BAND = 0.20

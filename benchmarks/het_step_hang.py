@@ -3,12 +3,12 @@
 Starts its own local cluster (``--network namespaces``, 2 nodes, in a fresh folder under /tmp),
 builds the OSU test double (tests/osu_double) and, inside one ``salloc -N2 --exclusive``, launches
 its osu_latency ``--launches`` times per way, the ways alternating launch by launch so both see the
-same load. Each launch is the cross_node step the checks run here (mpiregress.launch.pt2pt_step:
+same load. Each launch is the cross_node step the checks run here (mpiregress.model.launch.pt2pt_step:
 a heterogeneous step, rank 0 on core 0 of node1, rank 1 on core 1 of node2, ``--mpi=pmix``):
 
 - ``timeout``: ``timeout -k 10 LIMIT srun ...``, as before the watcher;
 - ``watch``: ``mpiregress step-watch --limit LIMIT --ranks 2 --grace GRACE -- srun ...``
-  (mpiregress.launch.step_bound), each rank marking its exit;
+  (mpiregress.model.launch.step_bound), each rank marking its exit;
 - ``homogeneous``: for comparison, ``srun -N2 -n2 --ntasks-per-node=1 --cpu-bind=map_cpu:0``
   under timeout (one step cannot bind its ranks to different cores per node, so both take core 0).
 
@@ -52,8 +52,8 @@ from pathlib import Path
 
 from _cluster import mpi_env, own_cluster
 
-from mpiregress import launch
-from mpiregress.topology import Binding
+from mpiregress.model import launch
+from mpiregress.model.topology import Binding
 
 DOUBLE = Path(__file__).resolve().parent.parent / "tests" / "osu_double"
 ARGS = ["-m", "8:8", "-x", "200", "-i", "1000"]

@@ -31,9 +31,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
 
-from mpiregress import history, report  # noqa: E402
+from mpiregress import report  # noqa: E402
+from mpiregress.history import store as history
+from mpiregress.model.results import Result, pt2pt_key  # noqa: E402
 from mpiregress.report import html, junit, markdown  # noqa: E402
-from mpiregress.results import Result, pt2pt_key  # noqa: E402
 from mpiregress.verdict import compose  # noqa: E402
 from mpiregress.verdict import history_gate as gate  # noqa: E402
 

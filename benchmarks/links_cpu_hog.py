@@ -40,8 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress.links import analysis, resultsfile  # noqa: E402
-from mpiregress.local_cluster import LocalCluster  # noqa: E402
+from mpiregress.cluster.local import LocalCluster  # noqa: E402
+from mpiregress.families.links import analysis, resultsfile  # noqa: E402
 
 WRAPPER = """#!/bin/sh
 if [ "$SLURM_PROCID" = "$VICTIM" ]; then cpu=1; else cpu=0; fi

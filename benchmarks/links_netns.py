@@ -53,10 +53,10 @@ from pathlib import Path
 
 from _cluster import mpi_env, own_cluster
 
-from mpiregress import systems
+from mpiregress.cluster.local import LocalCluster
 from mpiregress.errors import InputError
-from mpiregress.links import analysis, judge
-from mpiregress.local_cluster import LocalCluster
+from mpiregress.families.links import analysis, judge
+from mpiregress.model import systems
 
 REPO = Path(__file__).resolve().parent.parent
 

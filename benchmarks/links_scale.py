@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpiregress.links import analysis, figures, output  # noqa: E402
-from mpiregress.links.resultsfile import PHASE_PARALLEL, PHASE_RETEST, RECORD, LinkRun  # noqa: E402
+from mpiregress.families.links import analysis, figures, output  # noqa: E402
+from mpiregress.families.links.resultsfile import PHASE_PARALLEL, PHASE_RETEST, RECORD, LinkRun  # noqa: E402
 
 RECORD_BYTES = RECORD.itemsize
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from _cluster import mpi_env, own_cluster
 
-from mpiregress.local_cluster import LocalCluster
+from mpiregress.cluster.local import LocalCluster
 
 SOURCE = r"""
 #include <mpi.h>

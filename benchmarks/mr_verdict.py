@@ -5,10 +5,10 @@ pipeline does:
 * the run job: k samples per series in its own allocation (a run effect of its own), judged against
   a baselines band (the true level, tolerance --tolerance) -> band results;
 * the history gate: the same k samples against 26 accepted runs of the series -> history verdicts;
-* the A/B job: the systems' sequential schedule (mpiregress.ab.sequential.Schedule: 4 pairs, then 2
+* the A/B job: the systems' sequential schedule (mpiregress.verdict.ab.sequential.Schedule: 4 pairs, then 2
   more per look while a series is inconclusive beyond the minimum effect, up to 10) in one allocation
   (the run effect cancels) -> paired verdicts (benchmarks/ab_sequential.py's simulation, which runs
-  mpiregress.ab.paired.judge and paired.continuing round by round);
+  mpiregress.verdict.ab.paired.judge and paired.continuing round by round);
 then ONE verdict: mpiregress.verdict.compose.compose("toolchain_mr", Evidence(...)), the code the
 verdict job runs. "Any job fails" is the old pipeline: red when the band, the history gate or the
 A/B job has a regression.
@@ -37,11 +37,11 @@ import _synth  # noqa: E402
 from ab_sequential import simulate as ab_simulate  # noqa: E402
 from gate_detection import _upper95  # noqa: E402
 
-from mpiregress.ab import paired  # noqa: E402
-from mpiregress.ab.sequential import Schedule  # noqa: E402
-from mpiregress.names import METRICS  # noqa: E402
-from mpiregress.results import pt2pt, pt2pt_key  # noqa: E402
+from mpiregress.model.names import METRICS  # noqa: E402
+from mpiregress.model.results import pt2pt, pt2pt_key  # noqa: E402
 from mpiregress.verdict import compose  # noqa: E402
+from mpiregress.verdict.ab import paired  # noqa: E402
+from mpiregress.verdict.ab.sequential import Schedule  # noqa: E402
 from mpiregress.verdict.history_gate import GateConfig, judge_values  # noqa: E402
 
 STEPPED = {0: 0.05, 20: 0.05, 45: 0.05, 70: 0.05, 5: 0.10, 30: 0.10, 51: 0.10, 77: 0.10}

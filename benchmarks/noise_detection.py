@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mpiregress.noise import analysis, fwqfile
+from mpiregress.families.noise import analysis, fwqfile
 
 
 def inject(times: np.ndarray, period_ns: int, detour_ns: int) -> np.ndarray:

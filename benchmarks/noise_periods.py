@@ -92,11 +92,11 @@ from pathlib import Path
 from _cluster import mpi_env, own_cluster
 from reframe.utility.cpuinfo import cpuinfo
 
-from mpiregress import systems
+from mpiregress.cluster.local import LocalCluster
 from mpiregress.errors import InputError
-from mpiregress.launch import KILL_ON_BAD_EXIT
-from mpiregress.local_cluster import LocalCluster
-from mpiregress.noise import analysis, findings, fwqfile, placement, probe
+from mpiregress.families.noise import analysis, findings, fwqfile, placement, probe
+from mpiregress.model import systems
+from mpiregress.model.launch import KILL_ON_BAD_EXIT
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "tests" / "noise_source" / "noise_source.c"

@@ -23,8 +23,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress import manifest, microarch, osu_output, paths, topology  # noqa: E402
-from mpiregress.local_cluster import LocalCluster  # noqa: E402
+from mpiregress import paths
+from mpiregress.cluster.local import LocalCluster  # noqa: E402
+from mpiregress.families import osu_output
+from mpiregress.model import (
+    manifest,
+    microarch,
+    topology,  # noqa: E402
+)
 
 
 def through_pipeline(env: dict, manifest_dir: Path, report_dir: Path) -> float:

@@ -8,7 +8,7 @@ source-build bandwidths "passed" only because their references were far too leni
 Inputs, and what is MEASURED vs MODELLED:
 * MEASURED: shared/data/ulhpc-2025-05-osu-results.csv (first argument): one value per
   system x placement x build method x metric, and the pass/fail status the study's ReFrame
-  references gave it. Read with mpiregress.seed_data (names of mpiregress.names). The study
+  references gave it. Read with mpiregress.model.seed_data (names of mpiregress.model.names). The study
   ran on Iris' mixed batch partition, so its Iris values stand for both Iris partitions
   (seed_data.STUDY_PARTITIONS); findings are printed once (the partitions are identical).
 * MEASURED-derived: baselines/iris.yaml and baselines/aion.yaml, the project's baselines
@@ -50,14 +50,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpiregress import baselines, seed_data  # noqa: E402
-from mpiregress.verdict import cross_method as consistency  # noqa: E402
-from mpiregress.baselines import Baselines, Reference  # noqa: E402
+from mpiregress.model import baselines, seed_data  # noqa: E402
+from mpiregress.model.baselines import Baselines, Reference  # noqa: E402
+from mpiregress.model.names import METRICS, PLACEMENTS  # noqa: E402
+from mpiregress.model.names import format_value as fv  # noqa: E402
+from mpiregress.model.results import Result, pt2pt, pt2pt_key  # noqa: E402
 from mpiregress.verdict import compose  # noqa: E402
+from mpiregress.verdict import cross_method as consistency  # noqa: E402
 from mpiregress.verdict.history_gate import GateConfig, judge_values  # noqa: E402
-from mpiregress.names import format_value as fv  # noqa: E402
-from mpiregress.names import METRICS, PLACEMENTS  # noqa: E402
-from mpiregress.results import Result, pt2pt, pt2pt_key  # noqa: E402
 
 DEFAULT_CSV = REPO.parent / "shared" / "data" / "ulhpc-2025-05-osu-results.csv"
 DEFAULT_REPORT = REPO.parent / "shared" / "seeds" / "000_b7a0fc99f10d605e.txt"

@@ -1,6 +1,6 @@
 """The seed study's CSV through the product's report: what its top line and JUnit say.
 
-Reads shared/data/ulhpc-2025-05-osu-results.csv (mpiregress.seed_data), writes it as a
+Reads shared/data/ulhpc-2025-05-osu-results.csv (mpiregress.model.seed_data), writes it as a
 results.json (one result per study partition of each system, as benchmarks/seed_study.py does),
 runs `mpiregress report --min-samples 1 --gate` on it with no history, and prints the first line of
 summary.md, the JUnit counts and the findings of each state.
@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seed_study import DEFAULT_CSV, study_results  # noqa: E402
 
-from mpiregress import seed_data  # noqa: E402
-from mpiregress.results import dump  # noqa: E402
+from mpiregress.model import seed_data  # noqa: E402
+from mpiregress.model.results import dump  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -1,12 +1,12 @@
 """OS noise: the placement experiments of seed 004 with the project's FWQ program (issue 12).
 
 One node, one rank per core, in each layout the partition's detected topology
-offers (mpiregress/noise/placement.py): ``all_cores`` (the seed's 24 tasks per
+offers (mpiregress/families/noise/placement.py): ``all_cores`` (the seed's 24 tasks per
 socket), ``one_free_per_socket`` (23: the last core of each socket left to the
 OS) and ``smt`` (one rank per core, the sibling threads left to the OS) where the
 nodes have SMT. A layout the nodes cannot offer is skipped with its reason.
 
-Records per node the efficiency and the largest detour (mpiregress/noise/records.py),
+Records per node the efficiency and the largest detour (mpiregress/families/noise/records.py),
 writes summary.txt, cores.tsv and spectrum.png under
 ``<report dir>/noise/<system>-<partition>/<layout>/``, and puts the kernel's own view
 (``rtla osnoise top`` on the same cores, after FWQ) beside it where the kernel has
@@ -22,11 +22,11 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from mpiregress.checkbase import OsuCheckBase
 from mpiregress.errors import InputError
-from mpiregress.launch import KILL_ON_BAD_EXIT
-from mpiregress.names import METRICS
-from mpiregress.noise import artifacts, findings, outcome, placement, probe, records, rtla
+from mpiregress.families.noise import artifacts, findings, outcome, placement, probe, records, rtla
+from mpiregress.model.launch import KILL_ON_BAD_EXIT
+from mpiregress.model.names import METRICS
+from mpiregress.run.checkbase import OsuCheckBase
 
 RTLA_OUTPUT = 'rtla-top.txt'
 RTLA_ERRORS = 'rtla.err'

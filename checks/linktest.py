@@ -7,7 +7,7 @@ partition (ReFrame's flexible allocation) unless ``nodes`` or ``nodelist`` says 
 with ``mpiregress run --families links --setvar LinktestCheck.nodes=64`` (the CI jobs pass
 LINKTEST_NODES, LINKTEST_NODELIST, LINKTEST_RANKS_PER_NODE, LINKTEST_ARGS, LINKTEST_TIME).
 
-Sanity reads the results file and runs the analysis (mpiregress.links.judge): the artifacts go to
+Sanity reads the results file and runs the analysis (mpiregress.families.links.judge): the artifacts go to
 ``<links_dir>/<system>-<partition>-<method>/`` and every node and slow link becomes a series. A bad
 node or link is a ``fail`` naming it, so the run turns red while its series still reach the history.
 """
@@ -22,11 +22,12 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from mpiregress import hostlist, launch
-from mpiregress.checkbase import NOT_APPLICABLE, OsuCheckBase
+from mpiregress.cluster import hostlist
 from mpiregress.errors import InputError
-from mpiregress.links import analysis, judge
-from mpiregress.names import METRICS
+from mpiregress.families.links import analysis, judge
+from mpiregress.model import launch
+from mpiregress.model.names import METRICS
+from mpiregress.run.checkbase import NOT_APPLICABLE, OsuCheckBase
 
 JOB_END = 'mpiregress-job-end'   # the job script's last line
 JOB_END_WAIT = 120               # seconds sanity waits for it

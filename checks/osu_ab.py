@@ -2,13 +2,13 @@
 alternate in ONE job, on the same nodes, with the same binding.
 
 One test per series (metric x placement x build method). Its job runs k pairs in the
-balanced order of :func:`mpiregress.ab.plan.interleaved_order` (A B | B A | ...): each step is
+balanced order of :func:`mpiregress.run.ab.plan.interleaved_order` (A B | B A | ...): each step is
 its own srun of the side's binary, in a subshell that applies that side's manifest
 environment (setup lines, env_vars) and clears the other side's variables, so the
 toolchain's environment is the one thing that differs. Every step's output is kept
 (``ab-<pair>-<side>.out/.err`` in the stage folder) and becomes one sample in ``measured``
 with its side, pair and position (``conditions``), or an error sample saying why; the
-pairing and the verdict are :mod:`mpiregress.ab.paired`'s, run by ``mpiregress run
+pairing and the verdict are :mod:`mpiregress.verdict.ab.paired`'s, run by ``mpiregress run
 --ab-against``. Without an A build (``MPIREGRESS_AB_MANIFEST_DIR`` empty) the job runs B
 k times and the series fall back to the history gate.
 
@@ -26,10 +26,11 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from mpiregress import launch, manifest, osu_output, topology
-from mpiregress.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
-from mpiregress.checkbase import OsuCheckBase
-from mpiregress.names import MEASURED_ITERATIONS, PLACEMENTS, PT2PT
+from mpiregress.families import osu_output
+from mpiregress.model import launch, manifest, topology
+from mpiregress.model.names import MEASURED_ITERATIONS, PLACEMENTS, PT2PT
+from mpiregress.run.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
+from mpiregress.run.checkbase import OsuCheckBase
 
 STEP_MARK = 'mpiregress-ab-step'
 
@@ -42,7 +43,7 @@ class OsuAbCheck(OsuCheckBase):
     time_limit = '30m'
     ab_manifest_dir = variable(str, value=os.environ.get('MPIREGRESS_AB_MANIFEST_DIR', ''))
     ab_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_PAIRS') or DEFAULT_PAIRS))
-    # A later round of a sequential run (mpiregress.ab.sequential): its first pair, its look, the budget.
+    # A later round of a sequential run (mpiregress.verdict.ab.sequential): its first pair, its look, the budget.
     ab_first_pair = variable(int, value=int(os.environ.get('MPIREGRESS_AB_FIRST_PAIR') or 0))
     ab_look = variable(int, value=int(os.environ.get('MPIREGRESS_AB_LOOK') or 1))
     ab_max_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_MAX_PAIRS') or 0))

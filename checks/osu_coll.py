@@ -18,10 +18,11 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from mpiregress import launch, osu_output, toolchain, topology
-from mpiregress.checkbase import NOT_APPLICABLE, OsuCheckBase
-from mpiregress.coll import algorithms, components, plan
-from mpiregress.names import METRICS
+from mpiregress.families import osu_output
+from mpiregress.families.coll import algorithms, components, plan
+from mpiregress.model import launch, toolchain, topology
+from mpiregress.model.names import METRICS
+from mpiregress.run.checkbase import NOT_APPLICABLE, OsuCheckBase
 
 TUNED = algorithms.load(toolchain.load(toolchain.default_path()).mpi['version'])
 SWEEP = plan.load()

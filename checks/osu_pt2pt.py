@@ -9,9 +9,9 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before
 
-from mpiregress import baselines, launch, topology
-from mpiregress.checkbase import OsuCheckBase
-from mpiregress.names import METRICS, PLACEMENTS, PT2PT
+from mpiregress.model import baselines, launch, topology
+from mpiregress.model.names import METRICS, PLACEMENTS, PT2PT
+from mpiregress.run.checkbase import OsuCheckBase
 
 
 @rfm.simple_test

@@ -14,9 +14,10 @@ import reframe.utility.sanity as sn
 import yaml
 from reframe.core.builtins import parameter, run_after, run_before, variable
 
-from mpiregress import launch, osu_output, topology
-from mpiregress.checkbase import OsuCheckBase
-from mpiregress.names import METRICS, PLACEMENTS, PT2PT
+from mpiregress.families import osu_output
+from mpiregress.model import launch, topology
+from mpiregress.model.names import METRICS, PLACEMENTS, PT2PT
+from mpiregress.run.checkbase import OsuCheckBase
 
 CONFIG = yaml.safe_load((Path(__file__).parent / 'config' / 'pt2pt_sweep.yaml').read_text())
 LOW, HIGH = int(CONFIG['sizes']['min']), int(CONFIG['sizes']['max'])

@@ -24,9 +24,9 @@ import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import __version__, commands
-from .cancel import Cancelled
-from .errors import CANCELLED, ERROR, MpiRegressError
+from mpiregress import __version__, commands
+from mpiregress.errors import CANCELLED, ERROR, MpiRegressError
+from mpiregress.run.cancel import Cancelled
 
 
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
@@ -62,7 +62,7 @@ def _inputs(args: argparse.Namespace) -> str:
 
 def _crash_log(argv: Sequence[str], text: str) -> Path:
     """Write the traceback to a log file (state folder, else the temp folder) and return its path."""
-    from .paths import state_dir
+    from mpiregress.paths import state_dir
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     body = f"mpiregress {' '.join(argv)}\n{text}"

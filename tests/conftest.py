@@ -17,8 +17,8 @@ from typing import Iterator
 
 import pytest
 
+from mpiregress.cluster.local import REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 from mpiregress.errors import InfrastructureError
-from mpiregress.local_cluster import REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 
 # Tools the tests themselves call on top of what the cluster needs.
 _TEST_TOOLS = ("srun", "sbatch", "mpicc")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress.ab import paired
-from mpiregress.ab.attribution import Observation, attribute, by_kind, flagged_nodes, observation
-from mpiregress.names import PT2PT
-from mpiregress.series import SeriesKey
+from mpiregress.model.names import PT2PT
+from mpiregress.model.series import SeriesKey
+from mpiregress.verdict.ab import paired
+from mpiregress.verdict.ab.attribution import Observation, attribute, by_kind, flagged_nodes, observation
 
 METHODS = ("source", "easybuild", "spack")
 

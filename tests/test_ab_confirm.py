@@ -1,9 +1,9 @@
 """Confirm before failing: re-measure plan excluding the first nodes, outcome rule, cost."""
 from __future__ import annotations
 
-from mpiregress.ab.confirm import confirm, cost, outcome, remeasure_plan
+from mpiregress.model.series import SeriesKey
+from mpiregress.verdict.ab.confirm import confirm, cost, outcome, remeasure_plan
 from mpiregress.verdict.history_gate import Verdict
-from mpiregress.series import SeriesKey
 
 LAT = SeriesKey("iris", "skylake", "source", "osu_latency", (("placement", "cross_node"), ("size", 8192)), "latency")
 BW = SeriesKey("iris", "skylake", "source", "osu_bw", (("placement", "same_numa"), ("size", 1048576)), "bandwidth")

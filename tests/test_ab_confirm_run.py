@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers.e2e import pipeline  # noqa: F401  (fixture)
-from mpiregress import history, results
 from shared import REPO
 
+from mpiregress.history import store as history
+from mpiregress.model import results
 
 
 def cli(env, *args):

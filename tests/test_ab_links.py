@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from helpers.linkrun import make_run
-from mpiregress.ab import evidence, judge
+
 from mpiregress.cli import main
-from mpiregress.history import open_existing, open_history
-from mpiregress.links import analysis, series
+from mpiregress.families.links import analysis, series
+from mpiregress.history.store import open_existing, open_history
+from mpiregress.verdict.ab import evidence, judge
 
 HOSTS8 = [f"n{i:02d}" for i in range(8)]
 CONTEXT = {"system": "iris", "partition": "skylake", "method": "source", "toolchain": "2023b",

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpiregress.ab import paired
-from mpiregress.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
 from mpiregress.errors import ERROR, NEEDS_A_LOOK, OK, REGRESSION, InputError
-from mpiregress.series import SeriesKey
+from mpiregress.model.series import SeriesKey
+from mpiregress.run.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
 from mpiregress.verdict import compose
+from mpiregress.verdict.ab import paired
 
 FAST = paired.PairedConfig(draws=20_000)
 
@@ -296,7 +296,7 @@ def test_a_real_toolchain_slowdown_still_fails_a_small_mr():
 
 @pytest.mark.parametrize("efficiency, flagged", [(0.80, True), (0.97, False)])
 def test_the_runs_own_noise_probe_reaches_the_cause_sentence(tmp_path, efficiency, flagged):
-    from mpiregress.ab import judge
+    from mpiregress.verdict.ab import judge
 
     slowed = {"latency": [(2.2 + 0.01 * i, (2.2 + 0.01 * i) * (1.8 + 0.01 * (i % 2))) for i in range(5)]}
     records = _recorded(slowed)

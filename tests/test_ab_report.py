@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress.ab import paired, report
-from mpiregress.ab.attribution import attribute, observation, sentences
+from mpiregress.report import ab as report
+from mpiregress.verdict.ab import paired
+from mpiregress.verdict.ab.attribution import attribute, observation, sentences
 
 CONFIG = paired.PairedConfig(draws=5000, min_pool=4)
 

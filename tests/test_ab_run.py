@@ -14,10 +14,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from helpers.e2e import pipeline  # noqa: F401  (fixture)
-from mpiregress.ab import paired
 from shared import REPO
+
+from mpiregress.verdict.ab import paired
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

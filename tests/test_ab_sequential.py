@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from mpiregress.ab import paired, sequential
-from mpiregress.ab.sequential import Schedule
 from mpiregress.errors import InputError
+from mpiregress.verdict.ab import paired, sequential
+from mpiregress.verdict.ab.sequential import Schedule
 
 FAST = paired.PairedConfig(draws=20_000, draws_later=50_000)
 
@@ -160,8 +160,8 @@ def test_effect_and_interval_never_read_below_minus_100_percent(logs, metric):
 
 
 def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
-    from mpiregress import runner
-    from mpiregress.systems import get
+    from mpiregress.model.systems import get
+    from mpiregress.run import conductor as runner
 
     base = get("local").ab_schedule()
     assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 10)   # systems/local.yaml
@@ -174,7 +174,7 @@ def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
 def test_an_extra_round_selects_exactly_its_series_whatever_the_parameter_order():
     import re
 
-    from mpiregress import runner
+    from mpiregress.run import conductor as runner
 
     key = paired.series_key(dict(system="local", partition="batch", method="source", placement="same_numa",
                                  metric="bandwidth"))

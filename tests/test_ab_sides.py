@@ -1,4 +1,4 @@
-"""Finding A for a toolchain MR (mpiregress/ab/sides.py), pairing A and B builds, and A/B samples as
+"""Finding A for a toolchain MR (mpiregress/run/ab/sides.py), pairing A and B builds, and A/B samples as
 Results (side and pair in conditions; a crashed side drops its pair and says so)."""
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.osu_double import make_tarball
-from mpiregress import manifest, results, toolchain
-from mpiregress.ab import judge, sides
-from mpiregress.errors import InputError
 from shared import REPO
+
+from mpiregress.errors import InputError
+from mpiregress.model import manifest, results, toolchain
+from mpiregress.run.ab import sides
+from mpiregress.verdict.ab import judge
 
 
 def write_manifest(folder: Path, method: str = "source", target: str = "x86_64_v4", env_vars=None) -> Path:
@@ -131,7 +132,7 @@ def test_a_is_built_at_the_merge_base_with_its_own_toolchain(tmp_path):
     _, sha256 = make_tarball(mirror)
     env = dict(os.environ, OSU_SOURCE_MIRROR=str(mirror), OSU_SHA256=sha256)
     code = (f"import sys; sys.path.insert(0, {str(repo)!r}); from pathlib import Path; "
-            f"from mpiregress.ab import sides; "
+            f"from mpiregress.verdict.ab import sides; "
             f"print(sides.find('auto', system='local', partition='batch', methods=['source'], branch='target', "
             f"store=None, work_root=Path({str(tmp_path / 'ab')!r})).to_dict())")
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,
@@ -146,7 +147,8 @@ def test_a_is_built_at_the_merge_base_with_its_own_toolchain(tmp_path):
 
 def test_a_lost_node_exits_3_and_keeps_what_was_measured(tmp_path):
     """Pairs 0-1 measured, then Slurm lost node1: exit 3 (worth a retry), every sample in the reports."""
-    from mpiregress import run_folder, runner
+    from mpiregress.run import conductor as runner
+    from mpiregress.run import folder as run_folder
 
     lost = "node lost: Slurm says 'srun: error: Node failure on node1'"
     found = []

@@ -1,10 +1,10 @@
 """Baselines as data: the shipped files validate, and every malformed file names the file and the key."""
 import pytest
 import yaml
-
-from mpiregress import baselines, seed_data
-from mpiregress.errors import InputError
 from shared import REPO, STUDY_CSV, require
+
+from mpiregress.errors import InputError
+from mpiregress.model import baselines, seed_data
 
 GOOD = """
 schema: mpiregress-baselines/1

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mpiregress.verdict import cross_method as consistency
 from mpiregress.builds import differences
-from mpiregress.manifest import Manifest
-from mpiregress.results import pt2pt
+from mpiregress.model.manifest import Manifest
+from mpiregress.model.results import pt2pt
+from mpiregress.verdict import cross_method as consistency
 
 FLAGS = "-march=x86-64-v4 -mtune=generic"
 
@@ -74,7 +74,7 @@ def test_builds_of_different_targets_are_not_compared():
 
 def test_what_the_real_local_builds_record(tmp_path: Path):
     """The fields read here are those the real builds write: a manifest round trip keeps them."""
-    from mpiregress import manifest as manifest_mod
+    from mpiregress.model import manifest as manifest_mod
 
     for m in (source(), easybuild({"OMPI_MCA_btl": "self,tcp"})):
         back = manifest_mod.read(manifest_mod.write(m, tmp_path))

@@ -18,8 +18,8 @@ from helpers import cancelrun
 from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
 from shared import REPO
 
-from mpiregress import cancel
 from mpiregress.errors import CANCELLED
+from mpiregress.run import cancel
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

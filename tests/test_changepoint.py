@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpiregress import changepoint, history
-from mpiregress.history import RunPoint
-from mpiregress.results import pt2pt, pt2pt_key
+from mpiregress.history import store as history
+from mpiregress.history.store import RunPoint
+from mpiregress.model.results import pt2pt, pt2pt_key
+from mpiregress.verdict import changepoint
 
 KEY = pt2pt_key("aion", "batch", "eessi", "same_numa", "latency")
 

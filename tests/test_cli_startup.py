@@ -46,8 +46,8 @@ def test_the_run_command_and_the_check_files_load_no_plotting_or_scipy():
     """`mpiregress run` and ReFrame's loading of the check files (checks/linktest.py imports the link judge,
     checks/osu_ab.py the A/B plan) come before any figure or statistic: matplotlib and SciPy cost about
     a second per process, and the test suite alone starts these processes hundreds of times."""
-    modules = ["mpiregress.commands.run", "mpiregress.links.judge", "mpiregress.ab.plan", "mpiregress.coll.analysis",
-               "mpiregress.noise.records", "mpiregress.checkbase"]
+    modules = ["mpiregress.commands.run", "mpiregress.families.links.judge", "mpiregress.run.ab.plan", "mpiregress.families.coll.analysis",
+               "mpiregress.families.noise.records", "mpiregress.run.checkbase"]
     probe = (f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
              f"print(sorted(m for m in ('matplotlib', 'scipy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -2,10 +2,10 @@
 import re
 
 import pytest
-
-from mpiregress.coll import algorithms
-from mpiregress.errors import InputError
 from shared import OSU_OUTPUTS, require
+
+from mpiregress.errors import InputError
+from mpiregress.families.coll import algorithms
 
 _VALID = re.compile(r'parameter "coll_tuned_(?P<coll>\w+)_algorithm" .*?\n\s*.*?\n\s*Valid values: (?P<values>[^\n]+)')
 

@@ -2,8 +2,8 @@
 import json
 
 from mpiregress import cli
-from mpiregress.coll import rules_file, sweep
-from mpiregress.coll.algorithms import load
+from mpiregress.families.coll import rules_file, sweep
+from mpiregress.families.coll.algorithms import load
 
 BASE = {"system": "local", "partition": "batch", "method": "source"}
 

@@ -1,6 +1,7 @@
 """Which coll component OpenMPI selected, and a forced algorithm OpenMPI rejected (real outputs)."""
-from mpiregress.coll import components
 from shared import OSU_OUTPUTS, REPO, require
+
+from mpiregress.families.coll import components
 
 
 def read(name: str) -> str:

@@ -1,9 +1,9 @@
 """The OSU double's collectives on real OpenMPI: OSU 7.2 format, forced algorithms really applied, refusals detected."""
 import pytest
-
 from helpers import coll_mpi
-from mpiregress import osu_output
-from mpiregress.coll import algorithms, components
+
+from mpiregress.families import osu_output
+from mpiregress.families.coll import algorithms, components
 
 TUNED = algorithms.load("4.1.4")
 TITLES = {"bcast": "Broadcast Latency Test", "scatter": "Scatter Latency Test",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
-from mpiregress.coll import rules_file
 from shared import REPO
+
+from mpiregress.families.coll import rules_file
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

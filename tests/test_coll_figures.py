@@ -1,8 +1,8 @@
 """Best-algorithm map and default-vs-best figures render to PNG files (matplotlib Agg)."""
 import pytest
 
-from mpiregress.coll import figures, sweep
 from mpiregress.errors import InputError
+from mpiregress.families.coll import figures, sweep
 
 
 def cells():

@@ -4,9 +4,9 @@ import json
 import pytest
 
 from mpiregress import paths
-from mpiregress.coll import algorithms, models
 from mpiregress.errors import InputError
-from mpiregress.topology import Topology
+from mpiregress.families.coll import algorithms, models
+from mpiregress.model.topology import Topology
 
 # Seed 002, table 2 (EPYC 7H12, the same CPU as Aion), in us.
 SEED_TABLE_2 = {"same_numa": 0.34, "cross_numa": 0.36, "cross_socket": 0.65, "cross_node": 1.82}

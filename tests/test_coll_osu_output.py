@@ -1,8 +1,8 @@
 """Every real OSU 7.2 output parses or fails with one sentence; collective sweeps keep every size."""
 import pytest
-
-from mpiregress import osu_output
 from shared import OSU_OUTPUTS, require
+
+from mpiregress.families import osu_output
 
 # Files that are not one benchmark's output (or are failures) and why the parser refuses them.
 NOT_RESULTS = {

@@ -1,8 +1,8 @@
 """The collective sweep file (weekly and MR subsets) expanded into job steps per partition."""
 import pytest
 
-from mpiregress.coll import algorithms, plan
 from mpiregress.errors import InputError
+from mpiregress.families.coll import algorithms, plan
 
 TUNED = algorithms.load("4.1.6")
 

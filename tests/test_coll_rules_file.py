@@ -1,9 +1,9 @@
 """Dynamic rules files: written from a best map, read back like OpenMPI 4.1 reads them, and obeyed by real OpenMPI."""
 import pytest
-
 from helpers import coll_mpi
-from mpiregress.coll import algorithms, rules_file, sweep
+
 from mpiregress.errors import InputError
+from mpiregress.families.coll import algorithms, rules_file, sweep
 
 TUNED = algorithms.load("4.1.4")
 SIZES = (1, 4, 64, 1024, 8192, 65536)

@@ -1,8 +1,8 @@
 """Best-algorithm map, default vs best, findings beyond the noise, rules-file verification, records."""
 import pytest
 
-from mpiregress import results
-from mpiregress.coll import sweep
+from mpiregress.families.coll import sweep
+from mpiregress.model import results
 
 
 def row(alg, latency, size=65536, nprocs=64, coll="bcast", nodes=1, dist="block:block"):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mpiregress import baselines
+from mpiregress.model import baselines
+from mpiregress.model.names import METRICS
+from mpiregress.model.results import pt2pt, pt2pt_key
 from mpiregress.verdict import cross_method as consistency
-from mpiregress.names import METRICS
-from mpiregress.results import pt2pt, pt2pt_key
 
 
 def result(method, value, placement="same_numa", metric="bandwidth", system="iris", partition="batch", samples=()):
@@ -110,9 +110,9 @@ def test_a_stack_difference_is_named_in_the_finding():
     import json
     from pathlib import Path
 
-    from mpiregress import toolchain
     from mpiregress.builds.spack import manifest_from_spec
-    from mpiregress.manifest import Manifest
+    from mpiregress.model import toolchain
+    from mpiregress.model.manifest import Manifest
 
     tc = toolchain.load(toolchain.default_path())
     data = json.loads((Path(__file__).parent / "data" / "spack_osu_spec_v4_broadwell.json").read_text())

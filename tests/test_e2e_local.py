@@ -16,7 +16,6 @@ from pathlib import Path
 import archspec.cpu
 import pytest
 import yaml
-
 from helpers.e2e import mpiregress, pipeline, wide_baselines  # noqa: F401  (pipeline is a fixture)
 from shared import REPO
 

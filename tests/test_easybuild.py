@@ -13,10 +13,10 @@ from pathlib import Path
 import archspec.cpu
 import pytest
 
-from mpiregress import manifest as manifest_mod
-from mpiregress import toolchain
 from mpiregress.builds import easybuild as eb
 from mpiregress.builds.common import BuildError
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import toolchain
 from mpiregress.paths import REPO_ROOT
 
 DATA = Path(__file__).parent / "data"

@@ -14,14 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from helpers.osu_double import make_tarball
-from mpiregress import manifest as manifest_mod
-from mpiregress import microarch, systems
+from shared import REPO
+
 from mpiregress.builds import common, host_toolchain
 from mpiregress.builds import easybuild as eb
 from mpiregress.errors import InputError
-from shared import REPO
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import microarch, systems
 
 assert shutil.which("mpicc") and shutil.which("mpirun"), "mpicc/mpirun not on PATH: run ci/setup.sh"
 assert shutil.which("eb"), "EasyBuild's eb is not on PATH: run ci/setup.sh and source ci/env.sh (a pinned " \
@@ -169,7 +169,7 @@ def test_dry_run_lists_an_external_toolchain_module():
 
 
 def test_a_stack_built_without_what_the_toolchain_names_is_a_note():
-    from mpiregress import toolchain
+    from mpiregress.model import toolchain
 
     tc = toolchain.load(toolchain.default_path())
     stack = {"hwloc": {"version": "2.9.2", "variants": {"pci": False}},

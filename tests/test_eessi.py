@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from mpiregress import manifest as manifest_mod
-from mpiregress import microarch, toolchain
 from mpiregress.builds import BuildOptions
 from mpiregress.builds.common import BuildError
-from mpiregress.builds.eessi import (OVERRIDE_VAR, manifest_from_env, probe_environment, setup_lines,
-                                     subdir_override_for)
+from mpiregress.builds.eessi import (
+    OVERRIDE_VAR,
+    manifest_from_env,
+    probe_environment,
+    setup_lines,
+    subdir_override_for,
+)
 from mpiregress.errors import InputError
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import microarch, toolchain
 from mpiregress.paths import REPO_ROOT
 
 DATA = Path(__file__).parent / "data"

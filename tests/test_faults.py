@@ -13,12 +13,21 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers.faults import (
+    FAST_FAULTS,
+    GOOD_RESULT,
+    cli,
+    fast_specs,
+    missing_binary_manifest,
+    report_state,
+    run_spec,
+    sentence,
+    stale_folder,
+)
 
-from helpers.faults import (FAST_FAULTS, GOOD_RESULT, cli, fast_specs, missing_binary_manifest, report_state,
-                            run_spec, sentence, stale_folder)
 from mpiregress import cli as mpiregress_cli
-from mpiregress.local_cluster import LocalCluster
-from mpiregress.run_folder import RunFolder, write_atomic
+from mpiregress.cluster.local import LocalCluster
+from mpiregress.run.folder import RunFolder, write_atomic
 
 
 @pytest.fixture()
@@ -199,7 +208,7 @@ def test_history_uses_wal_on_a_local_disk_and_says_so(tmp_path, env):
 
 
 def test_history_on_a_network_file_system_uses_the_rollback_journal(tmp_path):
-    from mpiregress import history_journal
+    from mpiregress.history import journal as history_journal
     mounts = f"server:/export {tmp_path} nfs4 rw,relatime 0 0\n/dev/sda1 / ext4 rw 0 0\n"
     journal = history_journal.choose(tmp_path / "h.sqlite", mounts)
     assert journal.mode == "delete" and journal.fs_type == "nfs4"

@@ -15,14 +15,16 @@ from typing import Any, Callable
 
 import pytest
 import yaml
+from helpers.faults import GOOD_RESULT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from helpers.faults import GOOD_RESULT
-from mpiregress import baselines, history, inputs, manifest, reframe_report, toolchain
-from mpiregress.errors import InputError
-from mpiregress.links import sitetopology
 from shared import REPO
+
+from mpiregress.errors import InputError
+from mpiregress.families.links import sitetopology
+from mpiregress.history import store as history
+from mpiregress.model import baselines, inputs, manifest, toolchain
+from mpiregress.run import reframe_report
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mpiregress import osu_output, reframe_report
-from mpiregress.local_cluster import LocalCluster, _alive
+from mpiregress.cluster.local import LocalCluster, _alive
+from mpiregress.families import osu_output
+from mpiregress.run import reframe_report
 
 # Slurm's own lines, as the local cluster printed them when the faults were injected.
 NODE_FAILURE = ("slurmstepd-node1: error: *** STEP 58631000.1+0 ON node1 CANCELLED AT 2026-11-23T05:16:27 DUE TO "

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpiregress import cli, history
-from mpiregress.verdict import history_gate as gate
-from mpiregress.baselines import SCHEMA, Reference
+from mpiregress import cli
 from mpiregress.errors import ERROR, NEEDS_A_LOOK, OK, REGRESSION
-from mpiregress.verdict.history_gate import GateConfig, judge_values
-from mpiregress.names import METRICS
-from mpiregress.results import pt2pt, pt2pt_key
-from mpiregress.results import Result, dump
+from mpiregress.history import store as history
+from mpiregress.model.baselines import SCHEMA, Reference
+from mpiregress.model.names import METRICS
+from mpiregress.model.results import Result, dump, pt2pt, pt2pt_key
 from mpiregress.verdict import compose
+from mpiregress.verdict import history_gate as gate
+from mpiregress.verdict.history_gate import GateConfig, judge_values
 
 LAT = pt2pt_key("iris", "skylake", "source", "same_numa", "latency")
 BW = pt2pt_key("iris", "skylake", "source", "same_numa", "bandwidth")

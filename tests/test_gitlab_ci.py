@@ -31,7 +31,6 @@ from typing import Iterator
 
 import pytest
 import yaml
-
 from helpers.e2e import widen_bands
 from helpers.osu_double import make_tarball
 from shared import REPO

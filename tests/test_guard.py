@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from mpiregress import cli, microarch
+from mpiregress import cli
 from mpiregress.errors import InputError
+from mpiregress.model import microarch
 
 
 def test_skylake_build_refused_on_broadwell_with_a_sentence_naming_both():

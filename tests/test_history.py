@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mpiregress import cli, history
+from mpiregress import cli
 from mpiregress.errors import InputError
-from mpiregress.results import Result, dump, pt2pt, pt2pt_key
+from mpiregress.history import store as history
+from mpiregress.model.results import Result, dump, pt2pt, pt2pt_key
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,8 +1,8 @@
 """The srun command lines of the checks: pure functions, checked without Slurm."""
 import pytest
 
-from mpiregress import launch
-from mpiregress.topology import Binding
+from mpiregress.model import launch
+from mpiregress.model.topology import Binding
 
 
 def test_same_node_pair_binds_both_ranks_with_map_cpu():

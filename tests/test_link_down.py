@@ -21,7 +21,7 @@ from helpers.e2e import wide_baselines
 from helpers.linkdown import cli, run_with_link_down
 from helpers.osu_double import make_tarball
 
-from mpiregress import netns
+from mpiregress.cluster import netns
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.linkrun import make_run
 
 from mpiregress.cli import main as cli_main
 from mpiregress.errors import InputError
-from mpiregress.links import analysis, resultsfile, series
-from helpers.linkrun import make_run
+from mpiregress.families.links import analysis, resultsfile, series
 
 HOSTS8 = [f"n{i:02d}" for i in range(8)]           # one rank per node
 HOSTS_2PN = [f"n{i // 2}" for i in range(16)]       # 8 nodes x 2 ranks
@@ -305,7 +305,7 @@ def test_thresholds_that_cannot_judge_are_one_sentence(given: dict, said: str) -
 
 def test_series_file_loads_as_results_and_keys_are_distinct(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from mpiregress import results
+    from mpiregress.model import results
 
     path = write(tmp_path, make_run(HOSTS8, slow_links=[(1, 6)]))
     code, said = cli(["links", "analyze", str(path), "--out", str(tmp_path / "o"), "--series",

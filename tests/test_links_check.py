@@ -10,17 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.linkrun import make_run
-from mpiregress import hostlist, launch, reframe_report, summary
-from mpiregress.verdict import band as verdict
-from mpiregress.verdict import history_gate as gate
-from mpiregress.errors import InputError
-from mpiregress.links import judge, resultsfile
-from mpiregress.report import links as report_links
-from mpiregress.results import Result
-from mpiregress.verdict import compose
 from shared import REPO
+
+from mpiregress.cluster import hostlist
+from mpiregress.errors import InputError
+from mpiregress.families.links import judge, resultsfile
+from mpiregress.model import launch
+from mpiregress.model.results import Result
+from mpiregress.report import links as report_links
+from mpiregress.report import summary
+from mpiregress.run import reframe_report
+from mpiregress.verdict import band as verdict
+from mpiregress.verdict import compose
+from mpiregress.verdict import history_gate as gate
 
 HOSTS8 = [f"n{i // 2}" for i in range(8)]   # 4 nodes x 2 ranks
 
@@ -260,7 +263,7 @@ def test_a_ratio_that_would_call_every_pair_slow_is_one_sentence(tmp_path: Path)
 def test_a_build_of_another_system_is_never_used_for_this_one(tmp_path: Path) -> None:
     """A manifest dir holding the local system's zen2 build (linked against this host's MPI): an Aion run,
     also zen2, plans its own build instead of running the local one."""
-    from mpiregress import manifest
+    from mpiregress.model import manifest
     manifests = tmp_path / "manifests"
     prefix = "/opt/local-build"
     manifest.write(manifest.Manifest(method="source", toolchain="2023b", osu_version="7.2", target="zen2",

@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 from helpers.e2e import mpiregress, pipeline  # noqa: F401  (pipeline is a fixture)
 
-from mpiregress import manifest, microarch, systems
 from mpiregress.cli import main as cli_main
-from mpiregress.links import judge, resultsfile
-from mpiregress.local_cluster import LocalCluster
+from mpiregress.cluster.local import LocalCluster
+from mpiregress.families.links import judge, resultsfile
+from mpiregress.model import manifest, microarch, systems
 from mpiregress.report import links as report_links
 
 REPO = Path(__file__).resolve().parent.parent

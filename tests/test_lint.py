@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mpiregress import cli, lint
+from mpiregress import cli
+from mpiregress.definitions import lint
 from mpiregress.errors import InputError
 from mpiregress.paths import REPO_ROOT
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from mpiregress import cli
-from mpiregress.local_cluster import LocalCluster, host_topology, slurm_reachable
-from mpiregress.microarch import host_target
+from mpiregress.cluster.local import LocalCluster, host_topology, slurm_reachable
+from mpiregress.model.microarch import host_target
 
 # One binary for both jobs: an Allreduce proves the ranks share one MPI_COMM_WORLD,
 # sched_getcpu() shows the binding the rank really got; with "sigill" rank 1

@@ -19,9 +19,11 @@ from typing import Iterator
 
 import pytest
 
-from mpiregress import cli, launch, netns
-from mpiregress.local_cluster import LocalCluster
-from mpiregress.topology import Binding
+from mpiregress import cli
+from mpiregress.cluster import netns
+from mpiregress.cluster.local import LocalCluster
+from mpiregress.model import launch
+from mpiregress.model.topology import Binding
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -1,10 +1,10 @@
-"""Which node states mean a node lost under a job (mpiregress/nodeloss.py); the whole path, a link taken
+"""Which node states mean a node lost under a job (mpiregress/cluster/nodeloss.py); the whole path, a link taken
 down under a real run, is tests/test_link_down.py."""
 from __future__ import annotations
 
 import pytest
 
-from mpiregress.nodeloss import bad_state
+from mpiregress.cluster.nodeloss import bad_state
 
 
 @pytest.mark.parametrize("state, lost", [

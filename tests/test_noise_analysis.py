@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from mpiregress.errors import InputError, NotAvailableError
-from mpiregress.noise import analysis, findings, fwqfile, placement, records, rtla, verdict
+from mpiregress.families.noise import analysis, findings, fwqfile, placement, records, rtla
+from mpiregress.verdict import noise as verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

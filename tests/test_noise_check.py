@@ -15,9 +15,9 @@ from helpers.e2e import mpiregress, pipeline, wide_baselines  # noqa: F401  (pip
 from shared import REPO
 from test_noise_analysis import pulse_train, write_fwq
 
-from mpiregress import results
 from mpiregress.errors import InputError
-from mpiregress.noise import outcome, rtla
+from mpiregress.families.noise import outcome, rtla
+from mpiregress.model import results
 from mpiregress.report import noise as noise_report
 
 QUIET = pulse_train(20_000, 10_000, 10**12, 0)
@@ -126,7 +126,7 @@ def test_local_fwq_check_and_the_probe_in_a_benchmark_job(pipeline, tmp_path):  
 
 
 def test_a_build_without_fwq_is_not_probed_and_the_conditions_say_so(tmp_path):
-    from mpiregress import manifest
+    from mpiregress.model import manifest
 
     prefix = "/opt/osu/source-broadwell"
     manifest.write(manifest.Manifest(method="source", toolchain="2023b", osu_version="7.2", target="broadwell",
@@ -142,7 +142,8 @@ def test_a_build_without_fwq_is_not_probed_and_the_conditions_say_so(tmp_path):
 
 
 def test_a_noise_run_refuses_a_build_without_fwq_before_any_job(tmp_path):
-    from mpiregress import manifest, runner
+    from mpiregress.model import manifest
+    from mpiregress.run import conductor as runner
 
     prefix = str(tmp_path / "prefix")
     manifest.write(manifest.Manifest(method="source", toolchain="2023b", osu_version="7.2", target="x86_64",
@@ -155,7 +156,7 @@ def test_a_noise_run_refuses_a_build_without_fwq_before_any_job(tmp_path):
 @pytest.mark.slurm
 def test_a_failed_probe_is_a_condition_and_the_benchmark_is_kept(pipeline, tmp_path):  # noqa: F811
     """The build's fwq is gone: the probe's step fails inside the job, the latency is still measured."""
-    from mpiregress import manifest
+    from mpiregress.model import manifest
 
     state = Path(pipeline["MPIREGRESS_STATE_DIR"])
     built = manifest.find(state / "manifests", "source")

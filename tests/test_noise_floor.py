@@ -13,13 +13,13 @@ import pytest
 import yaml
 from shared import REPO
 
-from mpiregress import baselines, history
 from mpiregress.errors import NEEDS_A_LOOK, REGRESSION
-from mpiregress.noise import verdict as noise_verdict
-from mpiregress.results import Result, pt2pt
-from mpiregress.verdict import band
-from mpiregress.verdict import compose
+from mpiregress.history import store as history
+from mpiregress.model import baselines
+from mpiregress.model.results import Result, pt2pt
+from mpiregress.verdict import band, compose
 from mpiregress.verdict import history_gate as gate
+from mpiregress.verdict import noise as noise_verdict
 
 LOADED = {"node1": {"efficiency": 0.96, "max_detour_us": 1151.0}}     # issue 18's loaded host
 QUIET = {"node1": {"efficiency": 0.97, "max_detour_us": 120.0}}

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpiregress.noise import analysis, fwqfile
+from mpiregress.families.noise import analysis, fwqfile
 
 ROOT = Path(__file__).resolve().parent.parent
 FWQ_SRC = ROOT / "checks" / "src" / "fwq"

@@ -16,13 +16,16 @@ import pytest
 import yaml
 from shared import REPO
 
-from mpiregress import history, results, runner
-from mpiregress.verdict import history_gate as gate
 from mpiregress.errors import NEEDS_A_LOOK, OK, REGRESSION
-from mpiregress.noise import nodehistory, probe, records
+from mpiregress.families.noise import probe, records
+from mpiregress.history import store as history
+from mpiregress.model import results
+from mpiregress.model.results import Result, pt2pt
 from mpiregress.report import noise as noise_report
-from mpiregress.results import Result, pt2pt
+from mpiregress.run import conductor as runner
 from mpiregress.verdict import compose
+from mpiregress.verdict import history_gate as gate
+from mpiregress.verdict import node_noise as nodehistory
 
 QUIET_PROBES = [0.9779, 0.9798, 0.9767, 0.9785, 0.9772, 0.9790, 0.9781]
 
@@ -196,7 +199,8 @@ def test_node_noise_section_recommends_and_says_why_rtla_did_not_run(tmp_path: P
 
 
 def test_the_runs_baseline_verdict_defers_to_a_node_noisier_than_its_band(quiet_history: Path, tmp_path: Path) -> None:
-    from mpiregress import baselines, summary
+    from mpiregress.model import baselines
+    from mpiregress.report import summary
     from mpiregress.verdict import band as verdict
 
     # A cluster's band (10 %), not the local VM's 10x one: a drift noise can explain.

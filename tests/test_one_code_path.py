@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from test_systems import _copy_checkout, _mpiregress
 
-from mpiregress import microarch, runner, systems
+from mpiregress.model import microarch, systems
 from mpiregress.paths import REPO_ROOT
+from mpiregress.run import conductor as runner
 
 # A comparison with the name, or a lookup of the local system by name: what a branch on it looks like.
 NAME_BRANCH = re.compile(r"""(==|!=|\bin)\s*\(?\s*['"]local['"]|\.get\(\s*['"]local['"]\s*\)""")

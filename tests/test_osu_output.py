@@ -1,8 +1,8 @@
 """The OSU 7.2 output parser, on real outputs (../shared/osu-7.2-outputs), error cases included."""
 import pytest
-
-from mpiregress import osu_output
 from shared import OSU_OUTPUTS, require
+
+from mpiregress.families import osu_output
 
 
 def read(name: str) -> str:

@@ -8,14 +8,15 @@ import math
 import os
 
 import pytest
+from helpers.faults import GOOD_RESULT, cli, sentence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.faults import GOOD_RESULT, cli, sentence
-from mpiregress import history, inputs
 from mpiregress.errors import InputError
-from mpiregress.names import METRICS
-from mpiregress.results import Result
+from mpiregress.history import store as history
+from mpiregress.model import inputs
+from mpiregress.model.names import METRICS
+from mpiregress.model.results import Result
 
 BANDWIDTH = dict(GOOD_RESULT, metric="bandwidth", benchmark="osu_bw", unit="MB/s", value=9000.0, samples=[9000.0],
                  parameters={"placement": "same_numa", "size": 1048576})

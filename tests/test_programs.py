@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.osu_double import make_tarball
-from mpiregress import manifest as manifest_mod
+from test_source_build import base_env, mpirun
+
 from mpiregress.builds import common
 from mpiregress.errors import InputError
-
-from test_source_build import base_env, mpirun
+from mpiregress.model import manifest as manifest_mod
 
 
 def test_every_program_folder_is_found():
@@ -30,7 +29,7 @@ def test_every_program_folder_is_found():
 
 
 def test_binaries_follow_the_metrics():
-    from mpiregress.names import PT2PT
+    from mpiregress.model.names import PT2PT
 
     assert set(common.BINARIES) == {m.benchmark for m in PT2PT.values()} == {"osu_latency", "osu_bw"}
     assert common.BIN_SUBDIR == manifest_mod.BIN_SUBDIR == Path("libexec/osu-micro-benchmarks/mpi")

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-from mpiregress import baselines, cli, history
+from mpiregress import cli
 from mpiregress.errors import ERROR, OK, InputError
-from mpiregress.propose import propose
-from mpiregress.results import pt2pt
+from mpiregress.history import store as history
+from mpiregress.model import baselines
+from mpiregress.model.results import pt2pt
+from mpiregress.verdict.propose import propose
 
 
 def result(week, value, metric="latency", method="source", placement="same_numa", toolchain="2023b"):

@@ -14,9 +14,10 @@ import yaml
 from helpers.e2e import mpiregress, pipeline  # noqa: F401  (fixture)
 from shared import REPO
 
-from mpiregress import history, report
+from mpiregress import report
+from mpiregress.history import store as history
+from mpiregress.model.results import Result, load, pt2pt
 from mpiregress.report import figures, sweep_marks
-from mpiregress.results import Result, load, pt2pt
 
 SIZES = [2 ** i for i in range(23)]          # 1 B .. 4 MiB
 
@@ -116,9 +117,9 @@ def test_a_threshold_shift_is_ringed_at_the_sizes_that_moved(tmp_path):
 
 
 def test_a_level_found_by_the_change_point_scan_in_the_last_runs_is_ringed():
-    from mpiregress.changepoint import scan_runs
-    from mpiregress.history import RunPoint
-    from mpiregress.results import pt2pt_key
+    from mpiregress.history.store import RunPoint
+    from mpiregress.model.results import pt2pt_key
+    from mpiregress.verdict.changepoint import scan_runs
 
     key = pt2pt_key("iris", "skylake", "source", "cross_node", "latency")
     runs = [RunPoint(f"w{i}", f"2025-01-{1 + i:02d}", f"c{i}", f"p{i}", "2023b", "schedule", True, "",

@@ -9,10 +9,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from PIL import Image
 
-from mpiregress import cli, history, report
+from mpiregress import cli, report
 from mpiregress.errors import ERROR, OK
+from mpiregress.history import store as history
+from mpiregress.model.results import Result, dump, pt2pt
 from mpiregress.report import html, junit, markdown, verdict_text
-from mpiregress.results import Result, dump, pt2pt
 
 BASE = {("latency", "same_numa"): 0.58, ("latency", "cross_node"): 4.1,
         ("bandwidth", "same_numa"): 14500.0, ("bandwidth", "cross_node"): 12300.0}
@@ -126,7 +127,7 @@ def test_the_report_command_writes_three_files_and_gates_only_when_asked(db, tmp
 
 
 def test_a_collective_sweep_gets_its_findings_figures_and_a_deployable_rules_file(tmp_path):
-    from mpiregress.coll import rules_file
+    from mpiregress.families.coll import rules_file
 
     def bcast(algorithm, size, value):
         return Result(system="aion", partition="batch", method="source", benchmark="osu_bcast",
@@ -192,7 +193,7 @@ def test_the_cause_follows_a_node_or_names_the_link_matrix(db):
     # The weekly link matrix flagged n03: that is named first, with the run it came from.
     from helpers.linkrun import make_run
 
-    from mpiregress.links import analysis, series
+    from mpiregress.families.links import analysis, series
 
     found = analysis.analyse(make_run([f"n{i:02d}" for i in range(8)], slow_ranks=[3]))
     db.import_results(series.series_results(found, {"system": "aion", "partition": "batch", "method": "source",
@@ -208,7 +209,7 @@ def test_issue_18_a_local_main_job_with_one_regression_and_no_history_is_unexpla
     node1 series passed, 28 series skipped (two placements the VM cannot offer and the 24 collective points
     of the MR set). It said 'follows node1 across 3 series and 3 placements; the 28 series that did
     not run on node1 are fine'."""
-    from mpiregress import baselines
+    from mpiregress.model import baselines
     from mpiregress.paths import REPO_ROOT
 
     book = baselines.for_system("local", REPO_ROOT / "baselines")

@@ -1,11 +1,14 @@
 """From ReFrame's JSON report to records, verdicts, the summary table and the exit code."""
 import pytest
-
-from mpiregress import baselines, errors, reframe_report, results, summary
-from mpiregress.verdict import band as verdict
-from mpiregress.results import pt2pt
-from mpiregress.verdict import compose
 from shared import REPO
+
+from mpiregress import errors
+from mpiregress.model import baselines, results
+from mpiregress.model.results import pt2pt
+from mpiregress.report import summary
+from mpiregress.run import reframe_report
+from mpiregress.verdict import band as verdict
+from mpiregress.verdict import compose
 
 DATA = REPO / "tests" / "data"
 

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers.faults import cli, sentence, stale_folder
-from mpiregress.run_folder import OWNED_LIST, RunFolder, refuse_place
+
+from mpiregress.run.folder import OWNED_LIST, RunFolder, refuse_place
 
 
 @pytest.fixture

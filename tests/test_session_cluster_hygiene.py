@@ -6,9 +6,9 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import leftovers
-from mpiregress.local_cluster import USABLE_STATES, LocalCluster
+
+from mpiregress.cluster.local import USABLE_STATES, LocalCluster
 
 
 def slurm(cluster: LocalCluster, *argv: str) -> str:

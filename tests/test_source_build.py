@@ -25,11 +25,11 @@ from pathlib import Path
 import archspec.cpu
 import pytest
 import yaml
-
 from helpers.osu_double import TARBALL_NAME, make_tarball
-from mpiregress import manifest as manifest_mod
-from mpiregress import microarch, toolchain
 from shared import OSU_OUTPUTS, require
+
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import microarch, toolchain
 
 # OpenMPI is a test dependency (ci/setup.sh installs it): its absence fails, never skips.
 assert shutil.which("mpicc") and shutil.which("mpirun"), \

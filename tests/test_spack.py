@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpiregress import manifest as manifest_mod
-from mpiregress import toolchain
 from mpiregress.builds import BuildOptions
-from mpiregress.builds.spack import (check_buildcache, check_version, copy_environment, environment_for,
-                                     manifest_from_spec)
+from mpiregress.builds.spack import (
+    check_buildcache,
+    check_version,
+    copy_environment,
+    environment_for,
+    manifest_from_spec,
+)
 from mpiregress.errors import InputError
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import toolchain
 from mpiregress.paths import REPO_ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -177,6 +182,7 @@ def test_the_tarball_goes_where_spack_looks_for_it(tc, tmp_path: Path):
     """Spack searches a file mirror at _source-cache/archive/<sha[:2]>/<sha>.tar.gz, keyed by the sha256 its
     package records (the toolchain's osu.sha256), whatever the file's own checksum."""
     from helpers.osu_double import make_tarball
+
     from mpiregress.builds.spack import add_mirror, mirror_path, place_in_mirror
 
     tarball, _ = make_tarball(tmp_path / "src")

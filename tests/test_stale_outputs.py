@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from helpers.faults import GOOD_RESULT, cli, sentence
-from mpiregress import outputs
+
 from mpiregress.errors import InputError
+from mpiregress.run import outputs
 
 PASS_MD = "## MPI performance: ✅ pass (exit 0)\n"
 PASS_JUNIT = '<testsuites><testsuite name="x" tests="1" failures="0"><testcase name="s"/></testsuite></testsuites>\n'

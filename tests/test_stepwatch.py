@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mpiregress import launch, stepwatch
+from mpiregress.model import launch
+from mpiregress.run import stepwatch
 
 
 # A stand-in for a stuck srun: each "rank" runs its program under the checks' exit mark, then the

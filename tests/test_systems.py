@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from mpiregress import generate, names, systems, toolchain
-from mpiregress.errors import InputError
-from mpiregress.paths import REPO_ROOT
-
 from test_gitlab_ci import LINT, _git, gcl, gitlab_ci_local, make_repo  # noqa: F401 (fixture)
+
+from mpiregress.definitions import generate
+from mpiregress.errors import InputError
+from mpiregress.model import names, systems, toolchain
+from mpiregress.paths import REPO_ROOT
 
 
 def test_derived_files_are_up_to_date():

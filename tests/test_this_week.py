@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress import history, report
+from mpiregress import report
+from mpiregress.history import store as history
+from mpiregress.model.results import pt2pt
 from mpiregress.report import markdown, this_week
-from mpiregress.results import pt2pt
 
 METHODS = ("source", "spack", "easybuild", "eessi")
 PLACEMENTS = ("same_numa", "cross_socket", "cross_node")

@@ -2,9 +2,9 @@
 import json
 
 import pytest
-
-from mpiregress import topology
 from shared import REPO
+
+from mpiregress.model import topology
 
 TOPOLOGIES = REPO / "checks" / "topology"
 

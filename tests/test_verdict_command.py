@@ -15,7 +15,7 @@ import pytest
 from gitlab_double import GitLabDouble
 from shared import REPO
 
-from mpiregress.results import dump, pt2pt
+from mpiregress.model.results import dump, pt2pt
 
 BASE = {"latency": 2.0, "bandwidth": 10000.0}
 
@@ -150,7 +150,7 @@ def test_the_schedule_keeps_the_weekly_issue_with_the_week_and_the_held_back_pro
     the series the weekly proposal holds back with why (the EESSI anomaly of the seed study)."""
     from test_propose import STUDY_LIKE, WEEKS, anomalous_week
 
-    from mpiregress import history
+    from mpiregress.history import store as history
 
     rng = np.random.default_rng(3)
     with history.open_history(tmp_path / "h.sqlite") as h:

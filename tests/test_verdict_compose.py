@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mpiregress import errors
-from mpiregress.ab.confirm import REPRODUCED, TRANSIENT, Confirmation
-from mpiregress.ab.paired import PairedVerdict
 from mpiregress.errors import InputError
+from mpiregress.families.links.series import BENCHMARK as LINKTEST
+from mpiregress.model.results import Result, pt2pt, pt2pt_key
 from mpiregress.report import verdict_text
-from mpiregress.links.series import BENCHMARK as LINKTEST
-from mpiregress.results import Result, pt2pt, pt2pt_key
 from mpiregress.verdict import compose, policy
+from mpiregress.verdict.ab.confirm import REPRODUCED, TRANSIENT, Confirmation
+from mpiregress.verdict.ab.paired import PairedVerdict
 from mpiregress.verdict.compose import EVIDENCE, Evidence, Finding, PipelineVerdict
 from mpiregress.verdict.cross_method import Finding as CrossFinding
 from mpiregress.verdict.history_gate import Verdict

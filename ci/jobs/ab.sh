@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B job of a toolchain MR, one system/partition: B = this pipeline's builds (the build jobs'
 # manifests), A = the target branch's builds of the same methods and targets (the system's
-# manifest store, else built at the merge base; mpiregress/ab/sides.py). One Slurm job per series
+# manifest store, else built at the merge base; mpiregress/run/ab/sides.py). One Slurm job per series
 # runs A and B alternately on the same nodes. Writes reports/ab-<system>-<partition>/ (summary.md
 # and junit.xml and report.html with the A/B section, ab-samples.json with every sample).
 # A measurement job: exit 0 when it measured (verdict:<system> judges the pairs), 2 error (mismatched A and B included),

@@ -18,6 +18,6 @@ mpiregress build --method "$MPIREGRESS_METHOD" --system "$MPIREGRESS_SYSTEM" --p
 # the system's manifest store (systems/<name>.yaml ab.manifest_store), keyed by branch. The install
 # prefixes they name stay where this build put them (MPIREGRESS_INSTALL_ROOT, per pipeline).
 if [ -n "${CI_COMMIT_BRANCH:-}" ] && [ "$CI_COMMIT_BRANCH" = "${CI_DEFAULT_BRANCH:-}" ]; then
-    "$MPIREGRESS_PYTHON" -m mpiregress.ab.sides keep "$MPIREGRESS_SYSTEM" "$MPIREGRESS_PARTITION" \
+    "$MPIREGRESS_PYTHON" -m mpiregress.run.ab.sides keep "$MPIREGRESS_SYSTEM" "$MPIREGRESS_PARTITION" \
         "$CI_COMMIT_BRANCH" "$MPIREGRESS_MANIFEST_DIR" "$MPIREGRESS_METHOD"
 fi

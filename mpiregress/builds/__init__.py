@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Protocol, cast
 
 if TYPE_CHECKING:
-    from ..manifest import Manifest
+    from mpiregress.model.manifest import Manifest
 
 
 @dataclass
@@ -49,7 +49,7 @@ class BuildMethod(Protocol):
 
 def method(name: str) -> BuildMethod:
     """The module of build method ``name`` (``mpiregress.builds.<name>``)."""
-    from ..errors import NotAvailableError
+    from mpiregress.errors import NotAvailableError
 
     module_name = f"{__name__}.{name}"
     try:

@@ -13,7 +13,7 @@ import re
 from itertools import combinations
 from typing import Iterable, Mapping, Optional
 
-from ..manifest import Manifest
+from mpiregress.model.manifest import Manifest
 
 _OPT = re.compile(r"(?:^|\s)(-O[0-3sgz]?|-Ofast)(?=\s|$)")
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .. import microarch, toolchain
-from ..errors import InputError
-from ..manifest import Manifest
-from ..paths import REPO_ROOT, state_dir
-from . import BuildOptions, common, host_toolchain
+from mpiregress.builds import BuildOptions, common, host_toolchain
+from mpiregress.errors import InputError
+from mpiregress.model import microarch, toolchain
+from mpiregress.model.manifest import Manifest
+from mpiregress.paths import REPO_ROOT, state_dir
 
 METHOD = "easybuild"
 OSU_NAME = "OSU-Micro-Benchmarks"

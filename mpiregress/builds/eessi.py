@@ -18,10 +18,10 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .. import microarch, toolchain
-from ..errors import InputError, NotAvailableError
-from ..manifest import Manifest
-from . import BuildOptions, common
+from mpiregress.builds import BuildOptions, common
+from mpiregress.errors import InputError, NotAvailableError
+from mpiregress.model import microarch, toolchain
+from mpiregress.model.manifest import Manifest
 
 METHOD = "eessi"
 OVERRIDE_VAR = "EESSI_ARCHDETECT_OPTIONS_OVERRIDE"

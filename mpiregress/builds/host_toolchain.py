@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..errors import InputError
+from mpiregress.errors import InputError
 
 # EasyBuild's software names of the toolchain elements (EasyBuildMNS module names).
 EB_NAMES = {"gcc": "GCC", "openmpi": "OpenMPI"}
@@ -88,7 +88,7 @@ def for_system(system: Optional[str]) -> Optional[HostToolchain]:
     """The host toolchain of system ``system`` (None for no system or a system without one)."""
     if not system:
         return None
-    from .. import systems
+    from mpiregress.model import systems
 
     found = systems.get(system)
     return from_system(found.data, found.name, found.path)

@@ -11,11 +11,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from .. import manifest as manifest_mod
-from .. import microarch, toolchain
-from ..manifest import Manifest
-from ..paths import state_dir
-from . import BuildOptions, common
+from mpiregress.builds import BuildOptions, common
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import microarch, toolchain
+from mpiregress.model.manifest import Manifest
+from mpiregress.paths import state_dir
 
 METHOD = "source"
 BINARIES = common.BINARIES

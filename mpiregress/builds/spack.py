@@ -33,12 +33,12 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
-from .. import manifest as manifest_mod
-from .. import microarch, toolchain
-from ..errors import InputError
-from ..manifest import Manifest
-from ..paths import REPO_ROOT
-from . import BuildOptions, common, host_toolchain
+from mpiregress.builds import BuildOptions, common, host_toolchain
+from mpiregress.errors import InputError
+from mpiregress.model import manifest as manifest_mod
+from mpiregress.model import microarch, toolchain
+from mpiregress.model.manifest import Manifest
+from mpiregress.paths import REPO_ROOT
 
 METHOD = "spack"
 BIN_SUBDIR = common.BIN_SUBDIR

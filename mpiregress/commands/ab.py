@@ -1,9 +1,9 @@
 """``mpiregress ab``: judge an A/B run of a toolchain MR (exit 0 pass, 1 regression, 2 error).
 
 Reads the A/B result records (a JSON list, each tagged ``ab_side``/``ab_pair``, see
-:mod:`mpiregress.ab.plan`), judges every series by its paired log-ratios
-(:mod:`mpiregress.ab.paired`), falls back to the history gate for series with
-no A, names a cause for each failing series (:mod:`mpiregress.ab.attribution`,
+:mod:`mpiregress.run.ab.plan`), judges every series by its paired log-ratios
+(:mod:`mpiregress.verdict.ab.paired`), falls back to the history gate for series with
+no A, names a cause for each failing series (:mod:`mpiregress.verdict.ab.attribution`,
 with the noise probe and the link matrix's bad nodes and links) and writes the MR
 report's A/B section.
 """
@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import inputs, jsonfile, outputs
-from ..ab import judge, paired
-from ..ab import report as ab_report
-from ..errors import InputError
-from ..links import series as link_series
-from ..names import METRICS
-from ..verdict import compose
+from mpiregress.errors import InputError
+from mpiregress.families.links import series as link_series
+from mpiregress.model import inputs, jsonfile
+from mpiregress.model.names import METRICS
+from mpiregress.report import ab as ab_report
+from mpiregress.run import outputs
+from mpiregress.verdict import compose
+from mpiregress.verdict.ab import judge, paired
 
 
 def register(sub: argparse._SubParsersAction) -> None:

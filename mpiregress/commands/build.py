@@ -12,11 +12,12 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .. import builds, microarch, paths, systems, toolchain
-from ..builds import BuildOptions
-from ..builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
-from ..errors import OK, InputError
-from ..names import METHODS
+from mpiregress import builds, paths
+from mpiregress.builds import BuildOptions
+from mpiregress.builds.common import MIRROR_ENV, SHA256_ENV, normalize_sha256
+from mpiregress.errors import OK, InputError
+from mpiregress.model import microarch, systems, toolchain
+from mpiregress.model.names import METHODS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

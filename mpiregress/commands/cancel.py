@@ -1,7 +1,7 @@
 """``mpiregress cancel``: cancel the Slurm jobs a run recorded, when the run could not (killed outright).
 
 A run records every Slurm job it submits in ``slurm-jobs.txt`` of its report folder, each tagged with
-the run's token (:mod:`mpiregress.cancel`). The pipeline's run, A/B, link, noise and sweep jobs call
+the run's token (:mod:`mpiregress.run.cancel`). The pipeline's run, A/B, link, noise and sweep jobs call
 this in their ``after_script``, which GitLab runs also for a cancelled or timed-out job: the run gets
 ``--wait`` seconds to end on its own (it cancels its jobs itself on SIGTERM), then every recorded job
 still queued under the run's token is cancelled by id. A job id now carrying another comment is never
@@ -15,9 +15,9 @@ import os
 import time
 from pathlib import Path
 
-from .. import paths
-from ..cancel import JOBS_FILE, JobRecord, cancel_jobs, queued_jobs
-from ..errors import INFRASTRUCTURE, OK
+from mpiregress import paths
+from mpiregress.errors import INFRASTRUCTURE, OK
+from mpiregress.run.cancel import JOBS_FILE, JobRecord, cancel_jobs, queued_jobs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

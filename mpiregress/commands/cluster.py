@@ -7,8 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..errors import INFRASTRUCTURE, OK, InputError
-from ..local_cluster import NETWORKS, LocalCluster, default_state_dir
+from mpiregress.cluster.local import NETWORKS, LocalCluster, default_state_dir
+from mpiregress.errors import INFRASTRUCTURE, OK, InputError
 
 FAULT_USAGE = ("fault rate NODE RATE [--peer NODE] | fault down NODE | fault stop NODE | fault clear")
 

@@ -13,9 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import inputs, jsonfile
-from ..coll import algorithms, analysis, sweep
-from ..errors import OK, REGRESSION, InputError
+from mpiregress.errors import OK, REGRESSION, InputError
+from mpiregress.families.coll import algorithms, analysis, sweep
+from mpiregress.model import inputs, jsonfile
 
 
 def register(sub: argparse._SubParsersAction) -> None:

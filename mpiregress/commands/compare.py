@@ -6,13 +6,14 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from .. import outputs, paths, report
-from ..errors import InputError
-from ..history import open_existing, read_results_file
-from ..report import junit, markdown, verdict_text
-from ..verdict import policy
-from ..verdict.compose import Evidence
-from ..verdict.history_gate import GateConfig, load_baselines
+from mpiregress import paths, report
+from mpiregress.errors import InputError
+from mpiregress.history.store import open_existing, read_results_file
+from mpiregress.report import junit, markdown, verdict_text
+from mpiregress.run import outputs
+from mpiregress.verdict import policy
+from mpiregress.verdict.compose import Evidence
+from mpiregress.verdict.history_gate import GateConfig, load_baselines
 
 
 def add_gate_options(p: argparse.ArgumentParser) -> None:
@@ -51,8 +52,8 @@ def gate_config(args: argparse.Namespace) -> GateConfig:
 
 def _stacks() -> dict[str, str]:
     """How each build's recorded MPI stack differs from the toolchain's (none when there are no manifests)."""
-    from .. import manifest, toolchain
-    from ..verdict import cross_method as consistency
+    from mpiregress.model import manifest, toolchain
+    from mpiregress.verdict import cross_method as consistency
 
     return consistency.stack_differences(manifest.find_all(paths.manifest_dir()),
                                          toolchain.load(toolchain.default_path()))
@@ -60,8 +61,8 @@ def _stacks() -> dict[str, str]:
 
 def _builds() -> dict[frozenset[str], str]:
     """How the builds of the run's methods differ from each other (flags, MCA parameters), from their manifests."""
-    from .. import manifest
-    from ..builds import differences
+    from mpiregress.builds import differences
+    from mpiregress.model import manifest
 
     return differences.between(manifest.find_all(paths.manifest_dir()))
 

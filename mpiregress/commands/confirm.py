@@ -5,7 +5,7 @@ come mostly from the allocation. Every series the gate calls a regression is mea
 again (``mpiregress run``, the same k) in a fresh allocation that excludes the first
 run's nodes (Slurm ``--exclude``, through ReFrame's job options), and judged again;
 only a regression that reproduces gates, one that vanished is "transient on node X"
-(:mod:`mpiregress.ab.confirm`). Prints and writes each outcome and the cost.
+(:mod:`mpiregress.verdict.ab.confirm`). Prints and writes each outcome and the cost.
 
 Exit codes are the verdict's (:mod:`mpiregress.verdict.compose`, event "schedule"): 0 nothing to
 confirm, 5 a transient regression (needs a look), 1 a regression reproduced, 2 error (a series could
@@ -19,16 +19,17 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import cancel, outputs, paths
-from ..ab import confirm
-from ..history import History, open_existing, read_results_file
-from ..names import PT2PT
-from ..results import Result
-from ..runner import RunOptions
-from ..runner import run as run_checks
-from ..verdict import compose
-from ..verdict.history_gate import GateConfig, Verdict, judge, load_baselines
-from .compare import add_gate_options, gate_config
+from mpiregress import paths
+from mpiregress.commands.compare import add_gate_options, gate_config
+from mpiregress.history.store import History, open_existing, read_results_file
+from mpiregress.model.names import PT2PT
+from mpiregress.model.results import Result
+from mpiregress.run import cancel, outputs
+from mpiregress.run.conductor import RunOptions
+from mpiregress.run.conductor import run as run_checks
+from mpiregress.verdict import compose
+from mpiregress.verdict.ab import confirm
+from mpiregress.verdict.history_gate import GateConfig, Verdict, judge, load_baselines
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import generate
-from ..errors import OK, InputError
-from ..paths import REPO_ROOT
+from mpiregress.definitions import generate
+from mpiregress.errors import OK, InputError
+from mpiregress.paths import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:

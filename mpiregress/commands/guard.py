@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import microarch
-from ..errors import ERROR, OK
+from mpiregress.errors import ERROR, OK
+from mpiregress.model import microarch
 
 
 def register(sub: argparse._SubParsersAction) -> None:

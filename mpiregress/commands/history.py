@@ -5,8 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import changepoint, history
-from ..errors import OK, InputError
+from mpiregress.errors import OK, InputError
+from mpiregress.history import store as history
+from mpiregress.verdict import changepoint
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:

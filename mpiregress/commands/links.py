@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import results
-from ..errors import ERROR, OK, REGRESSION
-from ..links import analysis, judge
+from mpiregress.errors import ERROR, OK, REGRESSION
+from mpiregress.families.links import analysis, judge
+from mpiregress.model import results
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import lint as lint_mod
-from ..errors import ERROR, OK
-from ..paths import REPO_ROOT
+from mpiregress.definitions import lint as lint_mod
+from mpiregress.errors import ERROR, OK
+from mpiregress.paths import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,9 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import OK, InputError
-from ..jsonfile import read as read_json
-from ..noise import analysis, artifacts, fwqfile, placement, records, rtla
+from mpiregress.errors import OK, InputError
+from mpiregress.families.noise import analysis, artifacts, fwqfile, placement, records, rtla
+from mpiregress.model.jsonfile import read as read_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import outputs, paths
-from ..errors import OK
-from ..report import junit, markdown, verdict_text
-from .compare import add_gate_options, build_report
+from mpiregress import paths
+from mpiregress.commands.compare import add_gate_options, build_report
+from mpiregress.errors import OK
+from mpiregress.report import junit, markdown, verdict_text
+from mpiregress.run import outputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import html  # matplotlib is only needed here, not by every mpiregress command
+    from mpiregress.report import html  # matplotlib is only needed here, not by every mpiregress command
 
     out = args.out_dir or paths.reports_dir()
     # Rejected input must not leave the previous report's page, summary and JUnit in --out-dir.

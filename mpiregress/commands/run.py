@@ -5,12 +5,13 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import paths, toolchain
-from ..errors import InputError
-from ..names import FAMILIES, SYSTEMS
-from ..runner import RunOptions
-from ..runner import run as run_checks
-from ..verdict import policy
+from mpiregress import paths
+from mpiregress.errors import InputError
+from mpiregress.model import toolchain
+from mpiregress.model.names import FAMILIES, SYSTEMS
+from mpiregress.run.conductor import RunOptions
+from mpiregress.run.conductor import run as run_checks
+from mpiregress.verdict import policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:

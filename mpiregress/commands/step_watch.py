@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import ERROR
+from mpiregress.errors import ERROR
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import stepwatch
+    from mpiregress.run import stepwatch
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.limit <= 0 or args.ranks < 0 or args.grace < 0:

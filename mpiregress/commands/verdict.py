@@ -17,16 +17,18 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from .. import cancel, jsonfile, outputs, paths
-from ..errors import InputError, MpiRegressError
-from ..history import open_existing, read_results_file
-from ..results import Result, dump
-from ..verdict import policy
-from ..verdict.compose import Evidence, PipelineVerdict
-from .compare import add_gate_options, gate_config
+from mpiregress import paths
+from mpiregress.commands.compare import add_gate_options, gate_config
+from mpiregress.errors import InputError, MpiRegressError
+from mpiregress.history.store import open_existing, read_results_file
+from mpiregress.model import jsonfile
+from mpiregress.model.results import Result, dump
+from mpiregress.run import cancel, outputs
+from mpiregress.verdict import policy
+from mpiregress.verdict.compose import Evidence, PipelineVerdict
 
 if TYPE_CHECKING:
-    from ..report import ReportData
+    from mpiregress.report import ReportData
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +76,7 @@ def changed_paths(listing: Optional[Path]) -> Optional[list[str]]:
 
 def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list], dict]:
     """Paired verdicts and causes of every A/B folder (None when no A/B job ran)."""
-    from ..ab import judge as ab_judge
+    from mpiregress.verdict.ab import judge as ab_judge
 
     if not folders:
         return None, {}
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verdict(args: argparse.Namespace) -> int:
-    from ..report import html, junit, markdown, verdict_text
+    from mpiregress.report import html, junit, markdown, verdict_text
 
     changed = changed_paths(args.changed)
     # In a pipeline the event is GitLab's; by hand it is the history gate as it stands, unless named.
@@ -118,8 +120,8 @@ def _verdict(args: argparse.Namespace) -> int:
     confirmations = None
     notes: list[str] = []
     if rules.confirm_history and args.confirm:
-        from ..verdict.history_gate import load_baselines
-        from .confirm import confirmations as confirm_run
+        from mpiregress.commands.confirm import confirmations as confirm_run
+        from mpiregress.verdict.history_gate import load_baselines
 
         books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
         history = open_existing(db_path)
@@ -138,7 +140,7 @@ def _verdict(args: argparse.Namespace) -> int:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         merged.write_text(dump(results))
     args.results = merged
-    from .compare import build_report
+    from mpiregress.commands.compare import build_report
 
     data = build_report(args, with_trends=True, evidence=evidence)
     data.notes += notes
@@ -161,9 +163,9 @@ def weekly_sections(data: "ReportData", db_path: Path, baselines_dir: Path) -> s
     Both are decided elsewhere (the change points by the report's scan, what a proposal holds back by
     ``propose``); this only collects their sentences for the issue.
     """
-    from ..baselines import for_system
-    from ..propose import propose
-    from ..report import this_week
+    from mpiregress.model.baselines import for_system
+    from mpiregress.report import this_week
+    from mpiregress.verdict.propose import propose
 
     lines = ["### What changed this week", "", *(f"- {s}" for s in this_week.sentences(data)), ""]
     held: list[str] = []
@@ -195,7 +197,7 @@ def publish(verdict: PipelineVerdict, out: Path, weekly: str = "") -> None:
 
     Never changes the exit code: without a token or when GitLab refuses, one sentence in the log.
     """
-    from ..report import gitlab, verdict_text
+    from mpiregress.report import gitlab, verdict_text
 
     system = sorted({k.system for k in verdict.series}) or [os.environ.get("MPIREGRESS_SYSTEM", "mpiregress")]
     key = "-".join(system)

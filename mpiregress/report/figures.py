@@ -21,13 +21,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from PIL import Image
 
-from ..baselines import Baselines
-from ..changepoint import ChangePoint
-from ..history import RunPoint
-from ..names import METHODS, METRICS, PLACEMENTS, PT2PT, format_value
-from ..results import Result
-from ..series import SeriesKey
-from ..verdict.history_gate import Verdict
+from mpiregress.history.store import RunPoint
+from mpiregress.model.baselines import Baselines
+from mpiregress.model.names import METHODS, METRICS, PLACEMENTS, PT2PT, format_value
+from mpiregress.model.results import Result
+from mpiregress.model.series import SeriesKey
+from mpiregress.verdict.changepoint import ChangePoint
+from mpiregress.verdict.history_gate import Verdict
 
 METHOD_COLOURS = {"source": "#1f77b4", "spack": "#ff7f0e", "easybuild": "#2ca02c", "eessi": "#9467bd"}
 VERDICT_EDGE = {"regression": "#d62728", "error": "#d62728", "noisy": "#bcbd22", "improvement": "#17becf"}

@@ -9,14 +9,14 @@ from typing import Optional
 import jinja2
 from markupsafe import Markup
 
-from .. import changepoint
-from ..coll import analysis
-from ..names import METRICS, PT2PT, format_value
-from ..series import SeriesKey
-from ..verdict import cross_method as consistency
-from . import ReportData, figures, links, sweep_marks, this_week, trend_panels, verdict_text
-from . import noise as noise_section
-from .template import TEMPLATE, VERDICT_TABLE
+from mpiregress.families.coll import analysis
+from mpiregress.model.names import METRICS, PT2PT, format_value
+from mpiregress.model.series import SeriesKey
+from mpiregress.report import ReportData, figures, links, sweep_marks, this_week, trend_panels, verdict_text
+from mpiregress.report import noise as noise_section
+from mpiregress.report.template import TEMPLATE, VERDICT_TABLE
+from mpiregress.verdict import changepoint
+from mpiregress.verdict import cross_method as consistency
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import ReportData, verdict_text
+from mpiregress.report import ReportData, verdict_text
 
 
 def render(data: ReportData) -> str:

@@ -1,7 +1,7 @@
 """The HTML report's "Link matrix" block: what the link matrix check left in the run folder.
 
 ``mpiregress run --families links`` writes one folder per partition and build method under
-``<run folder>/links/`` (mpiregress.links.judge.ARTIFACTS). This block shows each: the heatmap
+``<run folder>/links/`` (mpiregress.families.links.judge.ARTIFACTS). This block shows each: the heatmap
 with node labels and the histogram (embedded), the verdict sentences, the bad-links table and a
 link to the full CSV. It reads those files only; it judges nothing.
 """
@@ -17,8 +17,8 @@ from typing import Optional
 import jinja2
 from markupsafe import Markup
 
-from ..links.analysis import ATTRIBUTIONS
-from ..links.judge import ARTIFACTS
+from mpiregress.families.links.analysis import ATTRIBUTIONS
+from mpiregress.families.links.judge import ARTIFACTS
 
 MAX_ROWS = 50   # the table shows the worst slow pairs; the CSV has them all
 # Worst first: what an admin acts on (bad node, bad link) before what was normal on re-test.

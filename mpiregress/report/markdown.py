@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..names import format_value as fv
-from . import ReportData, this_week, verdict_text
+from mpiregress.model.names import format_value as fv
+from mpiregress.report import ReportData, this_week, verdict_text
 
 ICONS = {"regression": "❌", "error": "⛔", "noisy": "〰️", "improvement": "⬆️", "skip": "⏭️", "pass": "✅"}
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..noise import probe, records
-from ..noise.verdict import MIN_BAND
-from ..results import Result
+from mpiregress.families.noise import probe, records
+from mpiregress.model.results import Result
+from mpiregress.verdict.noise import MIN_BAND
 
 LABELS = {"all_cores": "all cores", "one_free_per_socket": "one core per socket left free",
           "smt": "SMT siblings left free"}

@@ -1,6 +1,6 @@
 """A baseline proposal as a reviewer reads it: the Markdown description of its merge request.
 
-Renders a :class:`~mpiregress.propose.Proposal` and decides nothing: per series the value proposed
+Renders a :class:`~mpiregress.verdict.propose.Proposal` and decides nothing: per series the value proposed
 (against the current one), the runs it was computed from, the toolchain generation, and every series
 held back with the reason; then the series kept for lack of runs and the notes about the whole file.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..names import format_value as fv
-from ..propose import Evidence, Proposal
+from mpiregress.model.names import format_value as fv
+from mpiregress.verdict.propose import Evidence, Proposal
 
 MARKER = "<!-- mpiregress:proposal:{system} -->"
 

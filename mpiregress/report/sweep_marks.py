@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..changepoint import ChangePoint
-from ..history import RunPoint
-from ..series import SeriesKey
-from ..verdict.history_gate import Verdict
+from mpiregress.history.store import RunPoint
+from mpiregress.model.series import SeriesKey
+from mpiregress.verdict.changepoint import ChangePoint
+from mpiregress.verdict.history_gate import Verdict
 
 RECENT = 4     # a new level among this many of the newest runs counts as moved (3 runs show a level)
 

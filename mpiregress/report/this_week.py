@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..changepoint import ChangePoint
-from . import ReportData
+from mpiregress.report import ReportData
+from mpiregress.verdict.changepoint import ChangePoint
 
 RECENT = 4      # a level is seen 3 runs after it starts: new levels among the last 4 runs are this week's
 LISTED = 4      # at most this many series are named in one sentence; more are counted

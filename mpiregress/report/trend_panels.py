@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..names import PLACEMENTS
-from ..series import SeriesKey
-from ..verdict.cross_method import Finding
-from . import ReportData, sweep_marks
+from mpiregress.model.names import PLACEMENTS
+from mpiregress.model.series import SeriesKey
+from mpiregress.report import ReportData, sweep_marks
+from mpiregress.verdict.cross_method import Finding
 
 LOOK = ("regression", "improvement", "error", "noisy")    # verdicts that put a series' panel in full
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Optional
 
-from ..verdict.compose import EVIDENCE, Finding, PipelineVerdict, exit_code
+from mpiregress.verdict.compose import EVIDENCE, Finding, PipelineVerdict, exit_code
 
 ICONS = {"pass": "✅", "needs a look": "👀", "regression": "❌", "error": "⛔", "infrastructure": "🔌",
          "not available": "⏭️", EVIDENCE: "ℹ️"}

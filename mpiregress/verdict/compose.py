@@ -1,7 +1,7 @@
 """One verdict per pipeline event, composed from every judgement, and the one exit code it gives.
 
-The judges (:mod:`.band`, :mod:`.history_gate`, :mod:`mpiregress.ab.paired`, the confirmation of
-:mod:`mpiregress.ab.confirm`, :mod:`.cross_method`) each say what they see about a series. Which of
+The judges (:mod:`.band`, :mod:`.history_gate`, :mod:`mpiregress.verdict.ab.paired`, the confirmation of
+:mod:`mpiregress.verdict.ab.confirm`, :mod:`.cross_method`) each say what they see about a series. Which of
 them *gates* depends on the event (``gating.yaml``, :mod:`.policy`): a toolchain MR is judged by its
 paired A/B run, the weekly schedule by the history confirmed by a re-measurement, a standalone run by
 its baselines. Everything else they say is kept as evidence, and what deserves a person without
@@ -16,17 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
-from .. import errors
-from ..links.series import BENCHMARK as LINKTEST
-from ..results import Result
-from ..series import SeriesKey
-from . import policy
-from .cross_method import Finding as CrossFinding
-from .history_gate import Verdict
+from mpiregress import errors
+from mpiregress.families.links.series import BENCHMARK as LINKTEST
+from mpiregress.model.results import Result
+from mpiregress.model.series import SeriesKey
+from mpiregress.verdict import policy
+from mpiregress.verdict.cross_method import Finding as CrossFinding
+from mpiregress.verdict.history_gate import Verdict
 
 if TYPE_CHECKING:   # the A/B package imports the history gate: no cycle at run time
-    from ..ab.confirm import Confirmation
-    from ..ab.paired import PairedVerdict
+    from mpiregress.verdict.ab.confirm import Confirmation
+    from mpiregress.verdict.ab.paired import PairedVerdict
 
 # Pipeline states, worst first: the first state any finding has is the verdict's.
 STATES: tuple[str, ...] = ("error", "regression", "infrastructure", "needs a look", "pass", "not available")
@@ -293,7 +293,7 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:
     """An A/B estimate worse than the minimum effect that matters (or one not known)."""
-    from ..ab.paired import PairedConfig
+    from mpiregress.verdict.ab.paired import PairedConfig
 
     return v.effect is None or v.effect > PairedConfig().min_effect.get(v.metric, 0.03)
 
@@ -338,7 +338,7 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
 
 def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
     """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
-    from . import cross_method
+    from mpiregress.verdict import cross_method
 
     return compose(event, Evidence(results=results, problems=problems,
                                    cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))

@@ -29,15 +29,15 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from .. import systems
-from ..baselines import Baselines
-from ..errors import InputError
-from ..manifest import Manifest
-from ..names import METRICS
-from ..names import format_value as fv
-from ..results import Result
-from ..series import Params, SeriesKey
-from ..toolchain import Toolchain
+from mpiregress.errors import InputError
+from mpiregress.model import systems
+from mpiregress.model.baselines import Baselines
+from mpiregress.model.manifest import Manifest
+from mpiregress.model.names import METRICS
+from mpiregress.model.names import format_value as fv
+from mpiregress.model.results import Result
+from mpiregress.model.series import Params, SeriesKey
+from mpiregress.model.toolchain import Toolchain
 
 GroupKey = tuple[str, str, str, Params, str]   # SeriesKey.without() : system, partition, benchmark, parameters, metric
 
@@ -228,7 +228,7 @@ def default_noise(system: str, metric: str) -> float:
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
     """{method: "spack: UCX 1.17.0 without verbs; PMIx 5.0.3 (toolchain: 4.2.6)"} for each build
     whose recorded MPI stack (manifest ``stack``) is not the toolchain's."""
-    from ..builds.common import stack_problems
+    from mpiregress.builds.common import stack_problems
 
     out: dict[str, str] = {}
     for m in manifests:

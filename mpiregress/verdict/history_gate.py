@@ -54,11 +54,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..baselines import Baselines, Reference, for_system
-from ..history import History, RunPoint
-from ..names import METRICS, format_value
-from ..results import Result
-from ..series import SeriesKey
+from mpiregress.history.store import History, RunPoint
+from mpiregress.model.baselines import Baselines, Reference, for_system
+from mpiregress.model.names import METRICS, format_value
+from mpiregress.model.results import Result
+from mpiregress.model.series import SeriesKey
 
 VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -317,8 +317,8 @@ def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[His
     ``noisy`` does not gate: the run's numbers say more about the node than about the
     toolchain. ``usual`` caches each partition's node history.
     """
-    from ..noise import nodehistory
-    from ..noise import verdict as noise_verdict
+    from mpiregress.verdict import node_noise as nodehistory
+    from mpiregress.verdict import noise as noise_verdict
 
     if verdict.verdict != "regression":
         return verdict

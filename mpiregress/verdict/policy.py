@@ -12,7 +12,7 @@ from typing import Iterable, Mapping, Optional
 
 import yaml
 
-from ..errors import InputError
+from mpiregress.errors import InputError
 
 POLICY_FILE = Path(__file__).with_name("gating.yaml")
 JUDGES = frozenset({"paired_ab", "build_method", "history_gate", "baseline_band", "baseline_band_changed",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from mpiregress.cancel import JOBS_FILE, JobRecord, process_group_members, queued_jobs
+from mpiregress.run.cancel import JOBS_FILE, JobRecord, process_group_members, queued_jobs
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -184,6 +184,6 @@ def ensure_ended(proc: subprocess.Popen, slurm_env: dict, report_dir: Path) -> N
         proc.wait(timeout=30)
     tag = token(report_dir)
     if tag:
-        from mpiregress.cancel import cancel_jobs
+        from mpiregress.run.cancel import cancel_jobs
 
         cancel_jobs(JobRecord.read(report_dir / JOBS_FILE).jobs, tag, slurm_env)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared import REPO
 
 from helpers.osu_double import make_tarball
-from shared import REPO
 
 
 @pytest.fixture(scope="module")

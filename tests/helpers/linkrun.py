@@ -5,7 +5,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from mpiregress.links.resultsfile import PHASE_PARALLEL, PHASE_RETEST, RECORD, LinkRun
+from mpiregress.families.links.resultsfile import PHASE_PARALLEL, PHASE_RETEST, RECORD, LinkRun
 
 
 def make_run(hosts: list[str], slow_ranks: Iterable[int] = (), slow_links: Iterable[tuple[int, int]] = (),

@@ -6,7 +6,7 @@
  * all iterations take the same time; every interruption (timer tick, daemon,
  * interrupt) lengthens the iteration it falls into. Rank 0 writes everything
  * to one file, node by node (format: fwq_format.h, README.md); the analysis
- * is in mpiregress/noise/.
+ * is in mpiregress/families/noise/.
  *
  * Exit codes (one sentence on stderr from rank 0):
  *   0 written; 2 bad arguments; 11 the quantum cannot be calibrated (timer too

@@ -3,7 +3,7 @@
  * Binary, little-endian, fixed-size records so that NumPy reads it with one
  * structured dtype per record and 128 ranks x 100k iterations stay ~51 MB a node.
  * Changing any record changes FWQ_FORMAT_VERSION; the reader
- * (mpiregress/noise/fwqfile.py) refuses versions it does not know.
+ * (mpiregress/families/noise/fwqfile.py) refuses versions it does not know.
  */
 #ifndef FWQ_FORMAT_H
 #define FWQ_FORMAT_H

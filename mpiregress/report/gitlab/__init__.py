@@ -8,13 +8,13 @@ a token, outside a merge request pipeline, or when GitLab refuses, the sentence 
 """
 from __future__ import annotations
 
-from .api import Outcome
-from .changes import Change, changes_from_diff, changes_from_files
-from .issue import LABEL as WEEKLY_LABEL
-from .issue import upsert_weekly_issue
-from .note import upsert_mr_note
-from .proposal import propose_merge_request
-from .settings import TOKEN_VARIABLE, Settings, artifact_url, report_link
+from mpiregress.report.gitlab.api import Outcome
+from mpiregress.report.gitlab.changes import Change, changes_from_diff, changes_from_files
+from mpiregress.report.gitlab.issue import LABEL as WEEKLY_LABEL
+from mpiregress.report.gitlab.issue import upsert_weekly_issue
+from mpiregress.report.gitlab.note import upsert_mr_note
+from mpiregress.report.gitlab.proposal import propose_merge_request
+from mpiregress.report.gitlab.settings import TOKEN_VARIABLE, Settings, artifact_url, report_link
 
 __all__ = ["Change", "Outcome", "Settings", "TOKEN_VARIABLE", "WEEKLY_LABEL", "artifact_url", "changes_from_diff",
            "changes_from_files", "propose_merge_request", "report_link", "upsert_mr_note", "upsert_weekly_issue"]

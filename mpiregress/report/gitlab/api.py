@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .settings import Settings
+from mpiregress.report.gitlab.settings import Settings
 
 # Seconds per request: a GitLab that hangs must not hold a verdict job until its time limit.
 TIMEOUT = 30

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional
 
-from ...errors import InputError
+from mpiregress.errors import InputError
 
 ALLOWED_PREFIX = "baselines/"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .api import Outcome, Say, current_user_id, marker, newer_writer, project, publish, stamp
-from .settings import Settings, check_key
+from mpiregress.report.gitlab.api import Outcome, Say, current_user_id, marker, newer_writer, project, publish, stamp
+from mpiregress.report.gitlab.settings import Settings, check_key
 
 KIND = "verdict"
 WHAT = "The MR note"

@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 from typing import Any, Optional, Sequence
 
-from .api import Outcome, Say, project, publish, to_stderr
-from .changes import Change
-from .settings import Settings, check_branch, check_key
+from mpiregress.report.gitlab.api import Outcome, Say, project, publish, to_stderr
+from mpiregress.report.gitlab.changes import Change
+from mpiregress.report.gitlab.settings import Settings, check_branch, check_key
 
 TRAILER = "Proposed-by: mpiregress"
 LABEL = "mpiregress::proposal"

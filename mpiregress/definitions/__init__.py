@@ -1,0 +1,1 @@
+"""The project's own definitions: rendering the derived files (generate) and checking they agree (lint)."""

@@ -1,0 +1,190 @@
+"""Sentences an admin reads: one per node, one per core that lost time or shows a periodic event."""
+from __future__ import annotations
+
+import numpy as np
+
+from mpiregress.families.noise.analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise, is_slow
+
+# Below this share of lost time a core is not worth a sentence of its own.
+WORTH_NAMING = 0.01
+
+
+def core_label(core: CoreNoise) -> str:
+    """'core 1' or, when the rank was not pinned, what it was instead."""
+    label = f"core {core.cpu}"
+    if core.migrated:
+        label += " (rank migrated between cores: bind one rank per core)"
+    elif not core.bound:
+        label += " (rank not bound to one core)"
+    return label
+
+
+def hz(frequency: float) -> str:
+    """A frequency as an admin says it: 100, 250, 13.7, 2.5 (the spectrum's resolution is ~0.3 Hz: a 73 ms
+    daemon is 13.7 Hz, not 14)."""
+    return f"{frequency:.0f}" if frequency >= 100 else f"{frequency:.1f}"
+
+
+def every(frequency: float) -> str:
+    """The event's period as a timer or daemon is configured: 'every 73 ms'."""
+    return f"every {1000 / frequency:.3g} ms"
+
+
+def same_period(a: float, b: float) -> bool:
+    """Two cores' lines of one event: within the spectrum's resolution (~0.3 Hz) or 2 %, or both slow.
+
+    Below MIN_EVENT_HZ the run cannot place an event (analysis.one_slow_line): two cores' slow lines
+    are one slow finding, whatever their places.
+    """
+    return abs(a - b) <= max(0.4, 0.02 * max(a, b)) or max(a, b) < MIN_EVENT_HZ
+
+
+def same_event(p: Period, q: Period) -> bool:
+    """Can ``q`` be the event ``p`` told again: the same period, and not a lone line for a comb?
+
+    A comb of many orders (a 200 ms source: 128 harmonics) is no lone line that happens to stand
+    within a spectral bin of its fundamental on another core (a throttling stall's line at 4.77 Hz
+    beside 5 Hz). Slow lines are one slow finding, whatever their places (analysis.is_slow).
+    """
+    if is_slow(p) and is_slow(q):
+        return True
+    return same_period(p.frequency_hz, q.frequency_hz) and bool(q.harmonics or not p.harmonics)
+
+
+def core_events(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[Period]:
+    """The periods of ``core`` that are its own: those not among ``skip``, the host's events already said."""
+    return [p for p in core.periods if not any(same_event(p, h) for h in skip)]
+
+
+def periodic(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[str]:
+    """'a 100 Hz event on core 1 on n1 (every 10 ms; spectral line 350x its background, 4 harmonics)' for each.
+
+    ``skip``: the events already said once for every core of the host.
+    """
+    return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} ({every(p.frequency_hz)}; "
+            f"spectral line {p.prominence:.0f}x "
+            f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core_events(core, skip)]
+
+
+# An event of one core is on another when at least this share of its lines are lines there too.
+SHARED_LINES = 0.5
+
+
+def shows(core: CoreNoise, p: Period) -> bool:
+    """Does ``core`` show the event ``p`` of another core?
+
+    It does when it reports it too, or when at least SHARED_LINES of ``p``'s lines (its
+    fundamental and every line folded into it) are lines of ``core``'s spectrum, reported or
+    not. A line confirms at HARMONIC_PROMINENCE (8x), as a harmonic does at its expected place:
+    the 30x bar is for claiming an event, not for seeing it again. And the lines, not the
+    fundamental each core picked: one comb can be told two ways (the host's 250 Hz tick and
+    10 ms timers are a 100 Hz and a 250 Hz event on one core, a 50 Hz event on the other, over
+    the same lines), and a host line can hide in a core's own comb (the 250 Hz tick among a 5 Hz
+    event's lines). A source on one core has lines the others lack: its comb's orders are many,
+    and a throttled or modulated source brings its sidebands (analysis.sideband).
+    """
+    if any(same_event(p, q) for q in core.periods):
+        return True
+    theirs = np.array(core.lines)
+    if not len(theirs):
+        return False
+    own = (p.frequency_hz,) + p.lines
+    # One line on two cores: within a spectral bin (lines are placed to a fraction of one), not the
+    # 2 % of same_period, which at high orders would take a strong event's sidebands for the host's lines.
+    bin_hz = resolution(core)
+    return sum(bool(np.any(np.abs(theirs - f) <= bin_hz)) for f in own) >= SHARED_LINES * len(own)
+
+
+def resolution(core: CoreNoise) -> float:
+    """The spacing of a core's spectrum (Hz): 1 / its run's length."""
+    freqs = core.spectrum[0]
+    return float(freqs[1] - freqs[0]) if len(freqs) > 1 else 1.0 / max(core.duration_s, 1e-9)
+
+
+def host_periods(cores: list[CoreNoise]) -> list[tuple[Period, float]]:
+    """(event, strongest prominence) of each event every one of ``cores`` shows (two cores or more).
+
+    An event on every core is the host's (a daemon, a timer, other users' time slices on a
+    shared machine), not one core's: it is said once, not once per core.
+    """
+    if len(cores) < 2:
+        return []
+    out: list[tuple[Period, float]] = []
+    for core in cores:
+        for p in core.periods:
+            if any(same_event(p, h) for h, _ in out):
+                continue
+            if all(other is core or shows(other, p) for other in cores):
+                out.append((p, max(q.prominence for c in cores for q in c.periods if same_event(p, q) or q is p)))
+    return out
+
+
+def node_sentence(node: NodeNoise) -> str:
+    worst = max(node.cores, key=lambda c: c.lost_fraction)
+    return (f"{node.node}: efficiency {node.efficiency:.3f} over {len(node.cores)} core(s) and {node.iterations} "
+            f"iterations; most time lost on {core_label(worst)} ({worst.lost_fraction:.1%}), largest detour "
+            f"{node.max_detour_us:.0f} us.")
+
+
+def host_events(run: RunNoise) -> list[tuple[str | None, Period, float]]:
+    """(node, event, strongest prominence) of each event that is a host's, not one core's, each once.
+
+    ``node`` is None for an event on every core of the run, else the one node on every core of
+    which it is (and that is not already an event of the whole run).
+    """
+    all_cores = [c for node in run.nodes for c in node.cores]
+    events: list[tuple[str | None, Period, float]] = [(None, p, prom) for p, prom in host_periods(all_cores)]
+    for node in run.nodes:
+        events.extend((node.node, p, prom) for p, prom in host_periods(list(node.cores))
+                      if not any(same_event(p, h) for where, h, _ in events if where is None))
+    return events
+
+
+def host_lines(run: RunNoise) -> list[tuple[str | None, float, float]]:
+    """(node, frequency, strongest prominence) of each of ``host_events``."""
+    return [(where, p.frequency_hz, prom) for where, p, prom in host_events(run)]
+
+
+def host_skip(events: list[tuple[str | None, Period, float]], node: str) -> tuple[Period, ...]:
+    """The ``events`` already said for every core of ``node``."""
+    return tuple(p for where, p, _ in events if where in (None, node))
+
+
+def one_core_events(run: RunNoise) -> list[tuple[CoreNoise, Period]]:
+    """Every event the findings name as one core's (the host's lines left out), node by node."""
+    events = host_events(run)
+    return [(core, p) for node in run.nodes for core in node.cores
+            for p in core_events(core, host_skip(events, node.node))]
+
+
+def host_event(p: Period, prominence: float, where: str) -> str:
+    """The sentence of a host's event; slow lines say they are no period the run can place."""
+    if is_slow(p):
+        what = (f"Slow lines (strongest at {hz(p.frequency_hz)} Hz, no period a run can place: a few long "
+                f"stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
+        line = f"spectral line up to {prominence:.0f}x its background"
+    else:
+        what = f"A {hz(p.frequency_hz)} Hz event"
+        line = f"{every(p.frequency_hz)}; spectral line up to {prominence:.0f}x its background"
+    return f"{what} on every core of {where} ({line}): the host's own, not one core's."
+
+
+def sentences(run: RunNoise) -> list[str]:
+    """All findings of a run, node by node; the truncation first when data was lost."""
+    out = [f"file cut short: {run.truncated}."] if run.truncated else []
+    events = host_events(run)
+    names = ", ".join(node.node for node in run.nodes)
+    out.extend(host_event(p, prom, names) for where, p, prom in events if where is None)
+    for node in run.nodes:
+        out.extend(host_event(p, prom, node.node) for where, p, prom in events if where == node.node)
+        skip = host_skip(events, node.node)
+        out.append(node_sentence(node))
+        if len(node.cores) == 1:
+            out.append(f"{node.node}: one rank only, so its efficiency is 1 by definition; run one rank per core.")
+        for core in node.cores:
+            if core.lost_fraction >= WORTH_NAMING:
+                out.append(f"{node.node} {core_label(core)}: {core.lost_fraction:.1%} of the time lost, "
+                           f"{core.detours_per_s:.0f} detours/s above {core.threshold_us:.1f} us, largest "
+                           f"{core.max_detour_us:.0f} us.")
+            out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+    return out

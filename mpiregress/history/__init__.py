@@ -1,0 +1,1 @@
+"""The history store: every accepted run's series, for the gate, change points and proposals."""

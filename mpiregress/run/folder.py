@@ -1,0 +1,229 @@
+"""A run's reports folder: owned by one run at a time, cleared at its start, written atomically.
+
+A report must never show an earlier run's verdict. So a run locks its folder (a
+second run on it is refused with one sentence), removes every file a run writes
+there before anything else happens, marks the folder "running", writes each
+report through a temporary file and a rename, and, when it fails, leaves a
+summary, a JUnit file and ``status.json`` that say it failed, why, and what ran.
+
+A run touches only what is its own. The folder keeps a list of the entries runs wrote there
+(``.mpiregress-owned``); a run removes only those. It refuses, with one sentence and before it
+writes anything: a folder that is a symlink or holds one leading out of it, a folder in a system
+location (/etc, /usr, ...), and a folder holding, under a name a run writes, an entry no run
+recorded as its own (it would have to remove someone else's file).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+from mpiregress.cluster import locks
+from mpiregress.errors import InputError
+from mpiregress.run import outputs
+
+LOCK_NAME = ".mpiregress-run.lock"
+# The entries of the folder that runs wrote (one name a line): the only ones a run removes.
+OWNED_LIST = ".mpiregress-owned"
+# Everything a run writes in its folder (by the runner, ReFrame or a check): removed at the start when
+# a run recorded it as its own, else the run is refused.
+OWNED = ("results.json", "summary.md", "junit.xml", "reframe-junit.xml", "reframe-report.json", "reframe.out",
+         "reframe.log", "status.json", "report.html", "html", "perflogs", "reframe", "planned-manifests",
+         "ab-samples.json", "ab-a.json", "slurm-jobs.txt", "links", "noise", "verdict.json")
+# Where no report folder may be: the system's own folders (a run there would write into /etc).
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                  "/sys", "/usr", "/var/lib", "/var/log", "/var/spool", "/var/cache", "/var/run", "/var/mail")
+
+
+def refuse_place(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be a run's report folder (one sentence), or None.
+
+    A symlink (the folder itself, or an entry of it leading out of it) and a system folder are refused.
+    """
+    path = Path(os.path.abspath(path))
+    if path.is_symlink():
+        return (f"report folder {path} is a symlink (to {os.readlink(path)}): a run writes only into a folder "
+                "of its own; give the real folder or another --report-dir")
+    real = path.resolve()
+    if real == Path("/") or any(real == Path(s) or Path(s) in real.parents for s in SYSTEM_FOLDERS):
+        return f"report folder {path} is in the system folder {real}: choose a --report-dir of your own"
+    if path.is_dir():
+        for entry in sorted(path.iterdir()):
+            if entry.is_symlink():
+                target = entry.resolve()
+                if target != real and real not in target.parents:
+                    return (f"report folder {path} holds {entry.name}, a symlink leading out of it (to "
+                            f"{os.readlink(entry)}): a run touches only its own files; remove the link or "
+                            "choose another --report-dir")
+    return None
+
+
+def _plain_names(text: str) -> set[str]:
+    """The names of an owned list: plain entry names only (never a path leading elsewhere)."""
+    return {n for n in (line.strip() for line in text.splitlines())
+            if n and "/" not in n and n not in (".", "..", LOCK_NAME, OWNED_LIST)}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+
+    A reader sees the old file or the new one, never half of one; a failure names the file.
+    """
+    path = Path(path)
+    try:
+        outputs.write_text_atomic(path, text)
+    except OSError as err:
+        raise InputError(f"cannot write {path}: {err.strerror or err}") from None
+    return path
+
+
+class RunFolder:
+    """The reports folder of one run; use as a context manager (lock, clear, mark running)."""
+
+    def __init__(self, path: Path, description: str) -> None:
+        self.path = Path(path)
+        self.description = description          # e.g. the command line, for the failure report
+        self.started = _now()
+        self.steps: list[str] = []              # what ran so far, in order, for a failure report
+        self._lock: Optional[int] = None
+        self._foreign: set[str] = set()         # entries that were there, not a run's: never touched
+
+    # -- owning the folder ----------------------------------------------
+    def __enter__(self) -> "RunFolder":
+        refused = refuse_place(self.path)
+        if refused:
+            raise InputError(refused)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"report folder {self.path} cannot be created: {err.strerror or err}") from None
+        if not self.path.is_dir():
+            raise InputError(f"report folder {self.path} is not a folder")
+        had_lock_file = (self.path / LOCK_NAME).exists()
+        self._take_lock()
+        try:
+            self._clear()
+            self.write_status("running")
+        except BaseException:
+            if not had_lock_file and not (self.path / OWNED_LIST).exists():
+                # Refused in someone else's folder: leave it exactly as it was.
+                (self.path / LOCK_NAME).unlink(missing_ok=True)
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._record_owned()
+        finally:
+            self._release()
+
+    def _take_lock(self) -> None:
+        try:
+            self._lock = locks.hold(self.path / LOCK_NAME, f"PID {os.getpid()} since {self.started}",
+                                    lambda holder: f"report folder {self.path} is in use by another mpiregress "
+                                                   f"run ({holder}); wait for it to end or choose another "
+                                                   "--report-dir")
+        except OSError as err:
+            raise InputError(f"report folder {self.path} cannot be written: {err.strerror or err}") from None
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)   # closing drops the flock; the file stays for the next run
+            self._lock = None
+
+    def _owned_before(self) -> set[str]:
+        try:
+            return _plain_names((self.path / OWNED_LIST).read_text(errors="replace"))
+        except FileNotFoundError:
+            return set()
+        except OSError as err:
+            raise InputError(f"report folder {self.path}: {OWNED_LIST} cannot be read ({err.strerror or err})") \
+                from None
+
+    def _record_owned(self, extra: tuple[str, ...] = ()) -> None:
+        """Write the list of entries this run owns: what is there now and was not someone else's."""
+        try:
+            present = {p.name for p in self.path.iterdir()}
+        except OSError:
+            return
+        owned = (present | set(extra)) - self._foreign - {LOCK_NAME, OWNED_LIST}
+        try:
+            write_atomic(self.path / OWNED_LIST, "".join(f"{n}\n" for n in sorted(owned)))
+        except InputError:
+            pass
+
+    def _clear(self) -> None:
+        """Remove what earlier runs wrote (their owned list); refuse an entry a run would overwrite
+        that no run recorded as its own."""
+        before = self._owned_before()
+        present = {p.name for p in self.path.iterdir()} - {LOCK_NAME, OWNED_LIST}
+        foreign = sorted(n for n in present if n in OWNED and n not in before)
+        if foreign:
+            raise InputError(f"report folder {self.path} holds {', '.join(foreign)}, which no mpiregress run "
+                             f"recorded as its own ({OWNED_LIST}): a run would have to remove them; move them away "
+                             "or choose another --report-dir")
+        self._foreign = present - before
+        # Claimed before anything is written: a run killed outright still owns what it started to write.
+        self._record_owned(extra=OWNED)
+        for name in sorted(before):
+            target = self.path / name
+            try:
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                elif target.exists() or target.is_symlink():
+                    target.unlink()
+            except OSError as err:
+                raise InputError(f"report folder {self.path}: the previous run's {name} cannot be removed "
+                                 f"({err.strerror or err}), so this run could not own the folder") from None
+
+    # -- writing --------------------------------------------------------
+    def write(self, name: str, text: str) -> Path:
+        """Write one report file atomically."""
+        return write_atomic(self.path / name, text)
+
+    def step(self, what: str) -> None:
+        """Record that ``what`` was done (shown when the run fails)."""
+        self.steps.append(what)
+
+    def write_status(self, state: str, exit_code: Optional[int] = None, message: str = "") -> None:
+        self.write("status.json", json.dumps({
+            "state": state, "exit_code": exit_code, "message": message, "started": self.started,
+            "ended": _now() if state != "running" else None, "pid": os.getpid(),
+            "command": self.description, "steps": self.steps}, indent=2) + "\n")
+
+    def fail(self, message: str, exit_code: int, what_ran: Optional[list[str]] = None, state: str = "failed") -> None:
+        """Leave reports that say the run failed (``state``: "failed" or "cancelled"), why, and what ran;
+        never an earlier verdict.
+
+        Best effort: a folder that cannot be written any more must not hide ``message``.
+        """
+        ran = list(self.steps) + list(what_ran or [])
+        headline = "CANCELLED" if state == "cancelled" else "FAILED"
+        lines = [f"# MPI regression run {headline} (exit {exit_code})", "",
+                 f"**Why:** {message}", "", f"Command: `{self.description}`", f"Started: {self.started}", "",
+                 "## What ran", ""]
+        lines += [f"- {step}" for step in ran] or ["- nothing: the run failed before any step"]
+        lines += ["", "No verdict: nothing of this run was judged. Its files are in this folder "
+                  "(reframe.out and reframe-report.json when ReFrame got that far)."]
+        def keep_reframe_junit() -> None:
+            if (self.path / "junit.xml").exists():
+                os.replace(self.path / "junit.xml", self.path / "reframe-junit.xml")
+
+        for action in (
+                lambda: self.write("summary.md", "\n".join(lines) + "\n"),
+                keep_reframe_junit,
+                lambda: self.write("junit.xml", outputs.failure_junit("run", message, exit_code, ran)),
+                lambda: self.write_status(state, exit_code, message)):
+            try:
+                action()
+            except (OSError, InputError):
+                continue
+

@@ -1,0 +1,87 @@
+"""Judge the samples of one A/B run: paired verdicts, history fallback and a cause per failing series.
+
+The one place ``mpiregress ab`` (a records file) and ``mpiregress run --ab-against`` (a
+run it just measured) turn A/B samples into verdicts and attribution sentences.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from mpiregress.history.store import History, open_existing
+from mpiregress.model.names import METRICS
+from mpiregress.model.results import Result
+from mpiregress.verdict.ab import attribution, evidence, paired
+from mpiregress.verdict.history_gate import GateConfig
+
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
+
+
+def records(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """A/B result records (the shape :mod:`.paired` reads) from a run's Results: each Result is one
+    sample; its side, pair, position and manifest are in its ``conditions``."""
+    out = []
+    for r in results:
+        record = r.to_dict()
+        for name in AB_FIELDS:
+            if name in r.conditions:
+                record[name] = r.conditions[name]
+        if r.value is not None:
+            record["samples"] = [r.value]
+        out.append(record)
+    return out
+
+
+def history_inputs(records: Sequence[Mapping[str, Any]], history: Optional[History]
+                   ) -> tuple[dict, dict, dict]:
+    """(runs for the gate fallback, A vs history, B vs history) per series; empty without a history."""
+    runs: dict = {}
+    a_vs: dict = {}
+    b_vs: dict = {}
+    if history is None:
+        return runs, a_vs, b_vs
+    config = GateConfig()
+    groups: dict[Any, dict[str, list[float]]] = {}
+    for r in records:
+        if r.get("status") in ("pass", "fail") and r.get("value") is not None:
+            groups.setdefault(paired.series_key(r), {"A": [], "B": []})[r.get("ab_side", "B")].append(
+                float(r["value"]))
+    for key, sides in groups.items():
+        points = history.series_runs(key, last=config.noise_runs)
+        runs[key] = [list(p.samples) for p in points]
+        if len(points) < config.min_runs:
+            continue
+        level = statistics.median(statistics.median(p.samples) for p in points[-config.last_runs:])
+        sign = -1 if METRICS[key.metric].higher_is_better else 1
+        for side, out in (("A", a_vs), ("B", b_vs)):
+            if sides[side]:
+                out[key] = sign * (statistics.median(sides[side]) - level) / level
+    return runs, a_vs, b_vs
+
+
+def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None,
+              config: paired.PairedConfig = paired.PairedConfig(), noise: Optional[Mapping] = None,
+              links: Optional[Mapping] = None) -> tuple[list[paired.PairedVerdict], dict]:
+    """(verdict per series, cause sentence per failing series) of one A/B run.
+
+    ``noise`` (node -> (efficiency, usual band)) defaults to what the run's own noise probes recorded
+    in the samples' conditions, ``links`` to the latest link matrix of the run's system and partition
+    (:mod:`.evidence`)."""
+    min_effect = max(config.min_effect.values())
+    history = open_existing(db)
+    try:
+        history_runs, a_vs, b_vs = history_inputs(ab_records, history)
+        verdicts = paired.judge(ab_records, config, history=history_runs)
+        observations = [attribution.observation(v, a_vs.get(v.key), b_vs.get(v.key)) for v in verdicts]
+        causes: dict = {}
+        if attribution.needing_a_cause(observations, min_effect):
+            if noise is None:
+                noise = evidence.probe_flags(ab_records, history)
+            if links is None:
+                links = evidence.link_flags(ab_records, history)
+            causes = attribution.sentences(attribution.attribute(observations, noise, links, min_effect))
+    finally:
+        if history is not None:
+            history.close()
+    return verdicts, causes
