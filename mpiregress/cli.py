@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 
 from mpiregress import __version__, commands
 from mpiregress.errors import CANCELLED, ERROR, MpiRegressError
+from mpiregress.paths import state_dir
 from mpiregress.run.cancel import Cancelled
 
 
@@ -62,7 +63,6 @@ def _inputs(args: argparse.Namespace) -> str:
 
 def _crash_log(argv: Sequence[str], text: str) -> Path:
     """Write the traceback to a log file (state folder, else the temp folder) and return its path."""
-    from mpiregress.paths import state_dir
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     body = f"mpiregress {' '.join(argv)}\n{text}"

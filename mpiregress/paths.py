@@ -46,3 +46,21 @@ def reports_dir() -> Path:
 
 def history_db() -> Path:
     return _env_path("MPIREGRESS_HISTORY_DB", state_dir() / "history.sqlite")
+
+
+def systems_dir(root: Path = REPO_ROOT) -> Path:
+    """``<root>/systems``; for this checkout, ``$MPIREGRESS_SYSTEMS_DIR`` when set (a site's or a
+    benchmark's own copy of the systems data, like the other paths here)."""
+    override = os.environ.get("MPIREGRESS_SYSTEMS_DIR")
+    if override and Path(root).resolve() == REPO_ROOT.resolve():
+        return Path(override).resolve()
+    return Path(root) / "systems"
+
+
+def system_names(root: Path = REPO_ROOT) -> tuple[str, ...]:
+    """Names of the systems: the file names of systems/*.yaml, sorted.
+
+    Read without parsing the files, so that importing the vocabulary never fails: a broken
+    system file is reported (one sentence) by the command that reads it.
+    """
+    return tuple(sorted(p.stem for p in systems_dir(root).glob("*.yaml")))

@@ -162,8 +162,9 @@ def test_effect_and_interval_never_read_below_minus_100_percent(logs, metric):
 def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
     from mpiregress.model.systems import get
     from mpiregress.run import conductor as runner
+    from mpiregress.verdict.ab.sequential import schedule_of
 
-    base = get("local").ab_schedule()
+    base = schedule_of(get("local"))
     assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 10)   # systems/local.yaml
     opts = runner.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=7)
     assert runner._ab_schedule(opts).look_sizes() == [5, 7]

@@ -132,7 +132,7 @@ def test_a_is_built_at_the_merge_base_with_its_own_toolchain(tmp_path):
     _, sha256 = make_tarball(mirror)
     env = dict(os.environ, OSU_SOURCE_MIRROR=str(mirror), OSU_SHA256=sha256)
     code = (f"import sys; sys.path.insert(0, {str(repo)!r}); from pathlib import Path; "
-            f"from mpiregress.verdict.ab import sides; "
+            f"from mpiregress.run.ab import sides; "
             f"print(sides.find('auto', system='local', partition='batch', methods=['source'], branch='target', "
             f"store=None, work_root=Path({str(tmp_path / 'ab')!r})).to_dict())")
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True,

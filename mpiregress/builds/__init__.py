@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Protocol, cast
 
+from mpiregress.errors import NotAvailableError
+
 if TYPE_CHECKING:
     from mpiregress.model.manifest import Manifest
 
@@ -49,7 +51,6 @@ class BuildMethod(Protocol):
 
 def method(name: str) -> BuildMethod:
     """The module of build method ``name`` (``mpiregress.builds.<name>``)."""
-    from mpiregress.errors import NotAvailableError
 
     module_name = f"{__name__}.{name}"
     try:

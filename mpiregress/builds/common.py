@@ -21,10 +21,14 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+import archspec.cpu
+
 from mpiregress.errors import InputError, MpiRegressError, NotAvailableError
 from mpiregress.model import manifest as manifest_mod
+from mpiregress.model.microarch import lookup
 from mpiregress.model.names import PT2PT
 from mpiregress.model.toolchain import Toolchain
+from mpiregress.paths import checks_dir, state_dir
 
 MIRROR_ENV = "OSU_SOURCE_MIRROR"
 SHA256_ENV = "OSU_SHA256"
@@ -67,7 +71,6 @@ LMOD_INIT = ("type module >/dev/null 2>&1 || { [ -f /usr/share/lmod/lmod/init/ba
 
 def program_sources(root: Optional[Path] = None) -> list[Path]:
     """Folders of the project's MPI programs: every ``checks/src/<name>/`` with a Makefile."""
-    from mpiregress.paths import checks_dir
 
     base = Path(root) / "checks" / "src" if root is not None else checks_dir() / "src"
     return sorted(p.parent for p in base.glob("*/Makefile"))
@@ -82,7 +85,6 @@ def build_programs(*, method: str, target: str, cflags: str, setup: Sequence[str
     lines (module loads, EESSI init), so it links the same MPI as the method's OSU and has
     the same target flags. The binaries go to ``<install_root>/<method>/<target>/programs/bin``.
     """
-    from mpiregress.paths import state_dir
 
     prefix = (Path(install_root) / method / target / "programs").resolve()
     scratch = state_dir() / "build" / f"{method}-{target}-programs"
@@ -128,7 +130,6 @@ def sha256_of(path: Path) -> str:
 
 def sources_cache_dir() -> Path:
     """Where downloaded tarballs are kept between builds (``<state_dir>/sources``)."""
-    from mpiregress.paths import state_dir
 
     return state_dir() / "sources"
 
@@ -364,9 +365,7 @@ def detect_mpi() -> dict[str, str]:
 
 def target_flags(target: str, compiler: Mapping[str, str]) -> str:
     """archspec's optimization flags for ``target`` with this compiler (never -march=native)."""
-    import archspec.cpu
 
-    from mpiregress.model.microarch import lookup
 
     micro = lookup(target)
     try:

@@ -69,6 +69,9 @@ def eb_environment(base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     if os.geteuid() == 0:
         env.setdefault("EASYBUILD_ALLOW_USE_AS_ROOT_AND_ACCEPT_CONSEQUENCES", "1")
+    # With Rich installed (import-linter brings it) EasyBuild wraps its lines at 80 columns, which cuts
+    # the dry run's "* [ ] path (module: name)" lines that parse_dry_run reads: plain lines, always.
+    env["EASYBUILD_OUTPUT_STYLE"] = "basic"
     # eb's launcher looks for a python that imports EasyBuild on PATH; this one does when it has EasyBuild.
     if not env.get("EB_PYTHON") and (Path(sys.executable).parent / "eb").exists():
         env["EB_PYTHON"] = sys.executable

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from mpiregress.errors import InputError
+from mpiregress.model import systems
 
 # EasyBuild's software names of the toolchain elements (EasyBuildMNS module names).
 EB_NAMES = {"gcc": "GCC", "openmpi": "OpenMPI"}
@@ -84,12 +85,16 @@ def from_system(data: Mapping[str, Any], system: str, path: object = "") -> Opti
                          compiler=parts["compiler"], mpi=parts["mpi"], runtime_env=env)
 
 
+@systems.section_check("host_toolchain")
+def _check(value: Any, path: Path, key: str) -> None:
+    # a wrong host_toolchain is named when the file is read, not mid-build
+    from_system({key: value}, path.stem, path)
+
+
 def for_system(system: Optional[str]) -> Optional[HostToolchain]:
     """The host toolchain of system ``system`` (None for no system or a system without one)."""
     if not system:
         return None
-    from mpiregress.model import systems
-
     found = systems.get(system)
     return from_system(found.data, found.name, found.path)
 

@@ -38,6 +38,7 @@ import jinja2
 from mpiregress import paths
 from mpiregress.cluster import locks, netns
 from mpiregress.errors import InfrastructureError, InputError, NotAvailableError
+from mpiregress.model import systems
 from mpiregress.model.microarch import host_target
 
 # The one-host layout's nodes (the default when systems/local.yaml says nothing).
@@ -68,7 +69,6 @@ IN_USE_LOCK = "in-use.lock"
 
 def _cluster_section(system: str = "local") -> dict[str, Any]:
     """The ``cluster:`` section of systems/<system>.yaml ({} without it)."""
-    from mpiregress.model import systems
 
     try:
         return systems.get(system).data.get("cluster") or {}
@@ -106,6 +106,18 @@ def _checked_layout(nodes: Any, network: Any) -> tuple[int, str]:
     if network not in NETWORKS:
         raise InputError(f"the local cluster's network must be one of {', '.join(NETWORKS)}, not {network!r}")
     return nodes, str(network)
+
+
+@systems.section_check("cluster")
+def _check_section(block: Any, path: Path, key: str) -> None:
+    """A ``cluster:`` section is what ``mpiregress cluster start`` reads: a mapping of a node count and a network."""
+    if not isinstance(block, dict):
+        raise ValueError("must be a mapping (nodes, network) of the Slurm the project starts itself")
+    try:
+        # Only the keys given are checked here (an absent one takes `cluster start`'s default).
+        _checked_layout(block.get("nodes", 1), block.get("network", NETWORKS[0]))
+    except InputError as err:
+        raise ValueError(str(err).replace("the local cluster's ", "")) from None
 
 
 def default_state_dir() -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mpiregress.errors import InputError
 from mpiregress.families.links import series as link_series
-from mpiregress.model import inputs, jsonfile
+from mpiregress.model import inputs
 from mpiregress.model.names import METRICS
 from mpiregress.report import ab as ab_report
 from mpiregress.run import outputs
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def link_findings(path: Path) -> dict:
     """The bad nodes and links of a link run's results file (its linktest series)."""
-    found = jsonfile.read(path, "link run results file")
+    found = inputs.read_json(path, "link run results file")
     flagged = link_series.record_findings(r for r in found if isinstance(r, dict)) if isinstance(found, list) else None
     if flagged is None:
         raise InputError(f"link run results file {path} holds no linktest series (is it a link run's results.json?)")
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _judge(args: argparse.Namespace) -> int:
-    records = jsonfile.read(args.results, "A/B results file")
+    records = inputs.read_json(args.results, "A/B results file")
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise InputError(f"A/B results file {args.results} is not a list of result records")
     for index, record in enumerate(records):
@@ -65,7 +65,7 @@ def _judge(args: argparse.Namespace) -> int:
         inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples, record.get("reference"),
                               f"A/B results file {args.results}: record #{index}")
     config = paired.PairedConfig(alpha=args.alpha, min_effect={m: args.min_effect for m in METRICS})
-    noise = jsonfile.read(args.noise_probe, "noise probe record") if args.noise_probe else None
+    noise = inputs.read_json(args.noise_probe, "noise probe record") if args.noise_probe else None
     links = link_findings(args.links) if args.links else None
     if noise is not None:
         noise = {node: (float(eff), (float(band[0]), float(band[1]))) for node, (eff, band) in noise.items()}

@@ -11,6 +11,9 @@ from mpiregress.errors import OK, InputError
 from mpiregress.history.store import open_existing
 from mpiregress.model.baselines import for_system
 from mpiregress.model.names import SYSTEMS
+from mpiregress.report.gitlab import Settings, propose_merge_request
+from mpiregress.report.gitlab.changes import Change, check_path
+from mpiregress.report.proposal_text import render
 from mpiregress.verdict.propose import Proposal, propose
 
 
@@ -80,9 +83,6 @@ def run_propose(args: argparse.Namespace) -> int:
 
 def _publish(proposal: Proposal, args: argparse.Namespace, source: str) -> None:
     """Write the Markdown evidence (``--description``) and open or update the merge request (``--merge-request``)."""
-    from mpiregress.report.gitlab import Settings, propose_merge_request
-    from mpiregress.report.gitlab.changes import Change, check_path
-    from mpiregress.report.proposal_text import render
 
     settings = Settings.from_env()
     description = render(proposal, source=source, pipeline_url=settings.pipeline_url,

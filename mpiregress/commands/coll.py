@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mpiregress.errors import OK, REGRESSION, InputError
 from mpiregress.families.coll import algorithms, analysis, sweep
-from mpiregress.model import inputs, jsonfile
+from mpiregress.model import inputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _records(paths: list[Path]) -> list:
     records: list = []
     for path in paths:
-        data = jsonfile.read(path, "results file")
+        data = inputs.read_json(path, "results file")
         if not isinstance(data, list):
             raise InputError(f"results file {path} must hold a list of result records")
         for index, record in enumerate(data):

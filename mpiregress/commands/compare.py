@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Optional
 
 from mpiregress import paths, report
+from mpiregress.builds import differences
 from mpiregress.errors import InputError
 from mpiregress.history.store import open_existing, read_results_file
+from mpiregress.model import manifest, toolchain
 from mpiregress.report import junit, markdown, verdict_text
 from mpiregress.run import outputs
+from mpiregress.verdict import cross_method as consistency
 from mpiregress.verdict import policy
 from mpiregress.verdict.compose import Evidence
 from mpiregress.verdict.history_gate import GateConfig, load_baselines
@@ -52,8 +55,6 @@ def gate_config(args: argparse.Namespace) -> GateConfig:
 
 def _stacks() -> dict[str, str]:
     """How each build's recorded MPI stack differs from the toolchain's (none when there are no manifests)."""
-    from mpiregress.model import manifest, toolchain
-    from mpiregress.verdict import cross_method as consistency
 
     return consistency.stack_differences(manifest.find_all(paths.manifest_dir()),
                                          toolchain.load(toolchain.default_path()))
@@ -61,8 +62,6 @@ def _stacks() -> dict[str, str]:
 
 def _builds() -> dict[frozenset[str], str]:
     """How the builds of the run's methods differ from each other (flags, MCA parameters), from their manifests."""
-    from mpiregress.builds import differences
-    from mpiregress.model import manifest
 
     return differences.between(manifest.find_all(paths.manifest_dir()))
 

@@ -12,6 +12,15 @@ from pathlib import Path
 from mpiregress.errors import OK, InputError
 from mpiregress.model.names import SYSTEMS
 from mpiregress.paths import REPO_ROOT
+from mpiregress.report.gitlab import (
+    changes_from_diff,
+    changes_from_files,
+    propose_merge_request,
+    report_link,
+    upsert_mr_note,
+    upsert_weekly_issue,
+)
+from mpiregress.report.gitlab.settings import check_key
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,15 +77,12 @@ def _read(path: Path, what: str, may_be_empty: bool = False) -> str:
 
 
 def _with_report(body: str, report: str | None) -> str:
-    from mpiregress.report.gitlab import report_link
 
     link = report_link(report) if report else ""
     return f"{body.rstrip()}\n\n{link}\n" if link else body
 
 
 def run_note(args: argparse.Namespace) -> int:
-    from mpiregress.report.gitlab import upsert_mr_note
-    from mpiregress.report.gitlab.settings import check_key
 
     try:
         check_key(args.key)
@@ -87,7 +93,6 @@ def run_note(args: argparse.Namespace) -> int:
 
 
 def run_issue(args: argparse.Namespace) -> int:
-    from mpiregress.report.gitlab import upsert_weekly_issue
 
     upsert_weekly_issue(args.system, _with_report(_read(args.body, "the issue body"), args.report),
                         clean=args.clean, title=args.title)
@@ -95,7 +100,6 @@ def run_issue(args: argparse.Namespace) -> int:
 
 
 def run_proposal(args: argparse.Namespace) -> int:
-    from mpiregress.report.gitlab import changes_from_diff, changes_from_files, propose_merge_request
 
     description = _read(args.description, "the merge request description")
     if args.diff is not None:

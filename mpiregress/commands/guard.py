@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 
 from mpiregress.errors import ERROR, OK
@@ -33,8 +35,6 @@ def register_node_target(sub: argparse._SubParsersAction) -> None:
 
 
 def run_node_target(args: argparse.Namespace) -> int:
-    import os
-    import socket
 
     # Slurm's node name, not the host name: several slurmd nodes can share one host.
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mpiregress.errors import OK, InputError
 from mpiregress.families.noise import analysis, artifacts, fwqfile, placement, records, rtla
-from mpiregress.model.jsonfile import read as read_json
+from mpiregress.model.inputs import read_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

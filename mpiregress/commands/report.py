@@ -7,7 +7,7 @@ from pathlib import Path
 from mpiregress import paths
 from mpiregress.commands.compare import add_gate_options, build_report
 from mpiregress.errors import OK
-from mpiregress.report import junit, markdown, verdict_text
+from mpiregress.report import html, junit, markdown, verdict_text
 from mpiregress.run import outputs
 
 
@@ -21,7 +21,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiregress.report import html  # matplotlib is only needed here, not by every mpiregress command
 
     out = args.out_dir or paths.reports_dir()
     # Rejected input must not leave the previous report's page, summary and JUnit in --out-dir.

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from mpiregress.errors import ERROR
+from mpiregress.run import stepwatch
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiregress.run import stepwatch
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.limit <= 0 or args.ranks < 0 or args.grace < 0:

@@ -18,14 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from mpiregress import paths
-from mpiregress.commands.compare import add_gate_options, gate_config
+from mpiregress.commands.compare import add_gate_options, build_report, gate_config
+from mpiregress.commands.confirm import confirmations as confirm_run
 from mpiregress.errors import InputError, MpiRegressError
 from mpiregress.history.store import open_existing, read_results_file
-from mpiregress.model import jsonfile
+from mpiregress.model import inputs
+from mpiregress.model.baselines import for_system
 from mpiregress.model.results import Result, dump
+from mpiregress.report import gitlab, html, junit, markdown, this_week, verdict_text
 from mpiregress.run import cancel, outputs
 from mpiregress.verdict import policy
+from mpiregress.verdict.ab import judge as ab_judge
 from mpiregress.verdict.compose import Evidence, PipelineVerdict
+from mpiregress.verdict.history_gate import load_baselines
+from mpiregress.verdict.propose import propose
 
 if TYPE_CHECKING:
     from mpiregress.report import ReportData
@@ -76,7 +82,6 @@ def changed_paths(listing: Optional[Path]) -> Optional[list[str]]:
 
 def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list], dict]:
     """Paired verdicts and causes of every A/B folder (None when no A/B job ran)."""
-    from mpiregress.verdict.ab import judge as ab_judge
 
     if not folders:
         return None, {}
@@ -86,7 +91,7 @@ def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list]
         samples_file = folder / "ab-samples.json"
         if not samples_file.exists():
             raise InputError(f"A/B folder {folder} has no ab-samples.json: its job measured nothing (see its log)")
-        records = jsonfile.read(samples_file, "A/B samples file")
+        records = inputs.read_json(samples_file, "A/B samples file")
         if not isinstance(records, list):
             raise InputError(f"A/B samples file {samples_file} is not a list of records")
         found, why = ab_judge.judge_run([r for r in records if isinstance(r, dict) and "ab_side" in r], db)
@@ -105,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verdict(args: argparse.Namespace) -> int:
-    from mpiregress.report import html, junit, markdown, verdict_text
 
     changed = changed_paths(args.changed)
     # In a pipeline the event is GitLab's; by hand it is the history gate as it stands, unless named.
@@ -120,8 +124,6 @@ def _verdict(args: argparse.Namespace) -> int:
     confirmations = None
     notes: list[str] = []
     if rules.confirm_history and args.confirm:
-        from mpiregress.commands.confirm import confirmations as confirm_run
-        from mpiregress.verdict.history_gate import load_baselines
 
         books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
         history = open_existing(db_path)
@@ -140,7 +142,6 @@ def _verdict(args: argparse.Namespace) -> int:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         merged.write_text(dump(results))
     args.results = merged
-    from mpiregress.commands.compare import build_report
 
     data = build_report(args, with_trends=True, evidence=evidence)
     data.notes += notes
@@ -163,9 +164,6 @@ def weekly_sections(data: "ReportData", db_path: Path, baselines_dir: Path) -> s
     Both are decided elsewhere (the change points by the report's scan, what a proposal holds back by
     ``propose``); this only collects their sentences for the issue.
     """
-    from mpiregress.model.baselines import for_system
-    from mpiregress.report import this_week
-    from mpiregress.verdict.propose import propose
 
     lines = ["### What changed this week", "", *(f"- {s}" for s in this_week.sentences(data)), ""]
     held: list[str] = []
@@ -197,7 +195,6 @@ def publish(verdict: PipelineVerdict, out: Path, weekly: str = "") -> None:
 
     Never changes the exit code: without a token or when GitLab refuses, one sentence in the log.
     """
-    from mpiregress.report import gitlab, verdict_text
 
     system = sorted({k.system for k in verdict.series}) or [os.environ.get("MPIREGRESS_SYSTEM", "mpiregress")]
     key = "-".join(system)

@@ -19,6 +19,7 @@ from typing import Any
 
 import jinja2
 
+from mpiregress import paths
 from mpiregress.errors import InputError
 from mpiregress.model import systems as systems_mod
 from mpiregress.model import toolchain as toolchain_mod
@@ -60,7 +61,7 @@ def derived_files(root: Path = REPO_ROOT, tc_path: Path | None = None) -> list[D
 
 def _render_all(root: Path, tc_path: Path | None) -> list[Derived]:
     tc = toolchain_mod.load(tc_path or root / "toolchains" / "2023b.yaml")
-    order = systems_mod.names(root)
+    order = paths.system_names(root)
     systems = sorted(systems_mod.load_all(root), key=lambda s: order.index(s.name))
     env = _environment(root)
     env.globals.update(

@@ -22,7 +22,10 @@ from typing import Any, Iterable, Optional
 import archspec.cpu
 import yaml
 
+from mpiregress import paths
+from mpiregress.builds import easybuild
 from mpiregress.builds.easybuild import easyconfig_features
+from mpiregress.builds.spack import site_scope_problems
 from mpiregress.definitions import generate
 from mpiregress.errors import MpiRegressError
 from mpiregress.model import microarch
@@ -228,7 +231,7 @@ class _Linter:
     def lint_systems(self) -> None:
         """Each systems/<name>.yaml loads; its Spack is supported; its EESSI subdirectories run on its nodes."""
         supported = self.tc.spack_versions
-        for path in sorted(systems_mod.systems_dir(self.root).glob("*.yaml")):
+        for path in sorted(paths.systems_dir(self.root).glob("*.yaml")):
             try:
                 system = systems_mod.load_file(path)
             except MpiRegressError as err:
@@ -537,7 +540,6 @@ class _Linter:
         ``enabled`` None: when ``eb`` is on PATH; True: always (a missing ``eb`` is a finding);
         False: never.
         """
-        from mpiregress.builds import easybuild
 
         if enabled is False or (enabled is None and shutil.which("eb") is None):
             self.report.checked.append("EasyBuild's resolved stack: not compared (no 'eb' on PATH; "
@@ -614,7 +616,6 @@ class _Linter:
     def lint_site_scopes(self, scopes: Iterable[Path]) -> None:
         """Every compiler path and external prefix a site scope names exists here (Spack 0.23 would stop
         with "internal error ... unsatisfiable", 1.1 concretize a smaller graph without a word)."""
-        from mpiregress.builds.spack import site_scope_problems
 
         for scope in scopes:
             for problem in site_scope_problems(Path(scope)):

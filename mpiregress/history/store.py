@@ -42,6 +42,7 @@ from mpiregress.model import inputs
 from mpiregress.model.names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from mpiregress.model.results import STATUSES, Result
 from mpiregress.model.series import SeriesKey, params_from_json, params_json
+from mpiregress.paths import history_db
 
 SCHEMA = "mpiregress-history/2"
 # Older schemas this code upgrades in place (after a backup copy), and how.
@@ -576,7 +577,6 @@ class History:
 def open_history(path: Optional[Path] = None) -> History:
     """Open (creating if absent) the history at ``path`` (default: paths.history_db())."""
     if path is None:
-        from mpiregress.paths import history_db
         path = history_db()
     return History(Path(path))
 
@@ -585,7 +585,6 @@ def open_existing(path: Optional[Path] = None) -> Optional[History]:
     """The history at ``path`` (default: paths.history_db()) if the file exists, else None: judging
     and reporting read a history, they never create one."""
     if path is None:
-        from mpiregress.paths import history_db
         path = history_db()
     return open_history(path) if Path(path).exists() else None
 

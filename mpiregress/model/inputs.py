@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
 from mpiregress.errors import InputError
+from mpiregress.model.names import METRICS
+from mpiregress.model.results import AB_FIELDS, STATUSES, Result, _upgrade, from_data
+from mpiregress.model.topology import Topology
 
 # JSON/YAML top-level types by the word a sentence uses for them.
 _KINDS: dict[type, str] = {dict: "a mapping (JSON object)", list: "a list (JSON array)"}
@@ -102,10 +106,7 @@ def check_result_record(item: Any, where: str) -> None:
     nothing downstream (history, gate, reports) meets a ``null`` sample, a text
     value or a metric it does not know.
     """
-    from dataclasses import MISSING, fields
 
-    from mpiregress.model.names import METRICS
-    from mpiregress.model.results import STATUSES, Result
 
     if not isinstance(item, dict):
         raise InputError(f"{where} must be a mapping (JSON object), found {_type_name(item)}")
@@ -154,7 +155,6 @@ def check_result_record(item: Any, where: str) -> None:
 def check_physical(metric: str, value: Any, samples: Any, reference: Any, where: str) -> None:
     """Refuse a value, sample or reference that cannot be a measurement of ``metric`` (names.Metric.impossible):
     a latency or bandwidth that is not above zero or not finite, an efficiency outside (0, 1]."""
-    from mpiregress.model.names import METRICS
 
     spec = METRICS.get(metric)
     if spec is None:
@@ -170,8 +170,6 @@ def check_physical(metric: str, value: Any, samples: Any, reference: Any, where:
 
 def _identity(item: Any) -> tuple:
     """What makes a record one measurement: its series, and for an A/B sample its side, pair and position."""
-    from mpiregress.verdict.ab.judge import AB_FIELDS
-
     conditions = item.conditions if isinstance(item.conditions, dict) else {}
     return (item.key(), tuple((f, str(conditions[f])) for f in AB_FIELDS if f in conditions))
 
@@ -189,7 +187,6 @@ def check_unique(found: list, path: Path) -> None:
 
 def upgrade_record(item: dict) -> dict:
     """A record written before series had parameters (placement, message_size), in today's shape."""
-    from mpiregress.model.results import _upgrade
 
     return _upgrade(item)
 
@@ -200,7 +197,6 @@ def read_results(path: Path, allow_empty: bool = False) -> list:
     Judging nothing must not pass: ``compare``, ``report --gate`` and ``history import``
     all read through here.
     """
-    from mpiregress.model.results import from_data
 
     path = Path(path)
     data = read_json(path, "results file", expect=list)
@@ -216,7 +212,6 @@ def read_results(path: Path, allow_empty: bool = False) -> list:
 
 def read_topology(path: Path) -> Any:
     """The :class:`mpiregress.model.topology.Topology` in a ReFrame processor file (``processor.json``)."""
-    from mpiregress.model.topology import Topology
 
     data = read_json(path, "topology file", expect=dict)
     try:

@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import archspec.cpu
+
 from mpiregress.errors import InputError
-from mpiregress.model import jsonfile, microarch
+from mpiregress.model import inputs, microarch
 from mpiregress.model.names import METHODS
 
 SCHEMA = "mpiregress-manifest/1"
@@ -73,7 +75,6 @@ class Manifest:
 
 def host_record() -> dict[str, str]:
     """The build host as archspec sees it (name, vendor, model)."""
-    import archspec.cpu
 
     host = archspec.cpu.host()
     model = ""
@@ -101,7 +102,7 @@ def write(manifest: Manifest, directory: Path) -> Path:
 
 def read(path: Path) -> Manifest:
     """Read and validate one manifest; an InputError names the file and the field."""
-    data = jsonfile.read(path, "manifest")
+    data = inputs.read_json(path, "manifest")
     if not isinstance(data, dict):
         raise InputError(f"manifest {path} must hold a JSON object")
     if data.get("schema") != SCHEMA:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from mpiregress.model import systems as _systems
+from mpiregress.paths import system_names
 
 PLACEMENTS: tuple[str, ...] = ("same_numa", "cross_numa", "cross_socket", "cross_node")
 METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
@@ -22,7 +22,7 @@ METHODS: tuple[str, ...] = ("source", "spack", "easybuild", "eessi")
 # default, a whole partition is asked for with --families links); ab (a toolchain MR's point-to-point
 # series, the target branch's build A and the MR's build B interleaved in one job: `run --ab-against`).
 FAMILIES: tuple[str, ...] = ("pt2pt", "pt2pt-sweep", "coll", "coll-sweep", "noise", "links", "ab")
-SYSTEMS: tuple[str, ...] = _systems.names()
+SYSTEMS: tuple[str, ...] = system_names()
 
 
 @dataclass(frozen=True)

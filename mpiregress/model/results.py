@@ -12,7 +12,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from mpiregress.model.names import PT2PT
+from mpiregress.model import probe_record
+from mpiregress.model.names import METRICS, PT2PT
 from mpiregress.model.series import SeriesKey, freeze
 
 STATUSES = ("pass", "fail", "error", "skip")
@@ -64,10 +65,14 @@ class Result:
         return asdict(self)
 
 
+# An A/B sample's place in its run, kept in its conditions: which side, pair and position, which build,
+# which look of the sequential schedule and its budget. With the series these make one measurement.
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
+
+
 def pt2pt(system: str, partition: str, method: str, placement: str, metric: str, value: Optional[float],
           status: str = "pass", size: Optional[int] = None, **fields: Any) -> Result:
     """A point-to-point result: benchmark and message size follow from the metric (names.PT2PT)."""
-    from mpiregress.model.names import METRICS
 
     spec = PT2PT[metric]
     return Result(system=system, partition=partition, method=method, benchmark=spec.benchmark,
@@ -137,9 +142,8 @@ def aggregate(results: list[Result]) -> list[Result]:
         merged.jobid = ",".join(r.jobid for r in group if r.jobid)
         merged.value = statistics.median(values) if values else None
         if sum("noise" in r.conditions for r in group) > 1:
-            from mpiregress.families.noise import probe  # every repeat probed its nodes: keep the worst of each node
-
-            merged.conditions = {**merged.conditions, "noise": probe.merge([r.conditions for r in group])}
+            # every repeat probed its nodes: keep the worst of each node
+            merged.conditions = {**merged.conditions, "noise": probe_record.merge([r.conditions for r in group])}
         if errors:
             merged.status, merged.reason = "error", f"{len(errors)} of {len(group)} repeats failed: {errors[0].reason}"
         elif values:

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
+from mpiregress.model.names import PT2PT
+
 Param = Union[str, int]
 Params = tuple[tuple[str, Param], ...]
 
@@ -73,7 +75,6 @@ class SeriesKey:
     def pt2pt_placement(self) -> Optional[str]:
         """The placement of a point-to-point series at its metric's own message size (the seed study's
         eight series per build); None for any other series."""
-        from mpiregress.model.names import PT2PT
 
         spec = PT2PT.get(self.metric)
         if spec and self.benchmark == spec.benchmark and self.parameters == (("placement", self.placement),

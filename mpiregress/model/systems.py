@@ -8,19 +8,20 @@ environments and the pipeline's per-system jobs (``mpiregress generate``).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
+from mpiregress import paths
 from mpiregress.errors import InputError
-from mpiregress.paths import REPO_ROOT
-
-if TYPE_CHECKING:
-    from mpiregress.verdict.noise import NoiseFloor
+from mpiregress.model.microarch import host_target, lookup
+from mpiregress.model.names import FAMILIES, METRICS
+from mpiregress.paths import REPO_ROOT, state_dir
 
 SCHEMA = "mpiregress-system/1"
 EXECUTORS = ("jacamar", "shell")
@@ -62,7 +63,6 @@ class Partition:
 
     def build_target(self) -> str:
         """The archspec target its builds are made for: the fixed one, or this host's (``target: host``)."""
-        from mpiregress.model.microarch import host_target
 
         return self.target or host_target()
 
@@ -146,13 +146,6 @@ class System:
         return str(self.data.get("spack_version") or "")
 
     @property
-    def noise_floor(self) -> "NoiseFloor":
-        """What a quiet node's noise probe looks like here (``noise_floor``; noise.verdict.NoiseFloor)."""
-        from mpiregress.verdict.noise import floor_from
-
-        return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
-
-    @property
     def run_noise(self) -> dict[str, float]:
         """Relative run-to-run noise of one series where no history has measured it, per metric
         (``run_noise``; {} when the file does not say: the cross-method check's own default then)."""
@@ -161,9 +154,7 @@ class System:
     def ab_store(self) -> Optional[Path]:
         """Where the default branch's build jobs keep their manifests for A/B runs (``ab.manifest_store``:
         environment variables expanded, ``{state}`` = the state folder), or None when the system has none."""
-        import os
 
-        from mpiregress.paths import state_dir
 
         store = str((self.data.get("ab") or {}).get("manifest_store") or "")
         if not store:
@@ -172,26 +163,41 @@ class System:
         return None if "$" in expanded else Path(expanded)
 
 
-    def ab_schedule(self) -> Any:
-        """The A/B pairs budget (``ab.initial_pairs``, ``ab.look_every``, ``ab.max_pairs``), an
-        :class:`mpiregress.verdict.ab.sequential.Schedule`; keys left out keep its defaults."""
-        from mpiregress.verdict.ab.sequential import Schedule
+# A section that one subsystem reads (the noise floor, the local cluster, the host toolchain, the A/B
+# budget, a partition's link judging) is checked by that subsystem: it registers its check here, beside
+# the code that reads the section, so this reader knows no judge, family, build method or cluster and a
+# bad section is still named when the file is read, not after a run. A check is given the section's value,
+# the file and the key; it raises ValueError with what is wrong (the reader puts the file and the key in
+# front) or an InputError that is already a whole sentence.
+SectionCheck = Callable[[Any, Path, str], None]
+_SECTION_CHECKS: dict[str, SectionCheck] = {}
+_EXTRAS_CHECKS: dict[str, SectionCheck] = {}
 
-        block = self.data.get("ab") or {}
-        if not isinstance(block, dict):
-            raise _fail(self.path, "ab", "must be a mapping")
-        return Schedule.from_mapping(block, f"system file {self.path}")
+
+def section_check(key: str, *, extras: bool = False) -> Callable[[SectionCheck], SectionCheck]:
+    """Register the decorated function as the check of the top-level section ``key`` (or, with ``extras``,
+    of ``partitions.<name>.reframe.extras.<key>``); it runs on every system file read from then on."""
+    def register(check: SectionCheck) -> SectionCheck:
+        (_EXTRAS_CHECKS if extras else _SECTION_CHECKS)[key] = check
+        _load_all.cache_clear()
+        return check
+    return register
 
 
-def systems_dir(root: Path = REPO_ROOT) -> Path:
-    """``<root>/systems``; for this checkout, ``$MPIREGRESS_SYSTEMS_DIR`` when set (a site's or a
-    benchmark's own copy of the systems data, like the other paths of paths.py)."""
-    import os
+def known_settings(block: Any, known: tuple[str, ...]) -> None:
+    """``block`` is a mapping of ``known`` settings only: a misspelt one would be ignored, its default used."""
+    if not isinstance(block, dict):
+        raise ValueError(f"must be a mapping of {', '.join(known)}")
+    unknown = sorted(str(k) for k in block if k not in known)
+    if unknown:
+        raise ValueError(f"has unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
-    override = os.environ.get("MPIREGRESS_SYSTEMS_DIR")
-    if override and Path(root).resolve() == REPO_ROOT.resolve():
-        return Path(override).resolve()
-    return Path(root) / "systems"
+
+def _run_check(path: Path, key: str, check: SectionCheck, value: Any) -> None:
+    try:
+        check(value, path, key)
+    except ValueError as err:
+        raise _fail(path, key, str(err)) from None
 
 
 def _fail(path: Path, key: str, message: str) -> InputError:
@@ -218,20 +224,12 @@ def load_file(path: Path) -> System:
     executor = (data["runner"] or {}).get("executor")
     if executor not in EXECUTORS:
         raise _fail(path, "runner.executor", f"must be one of {', '.join(EXECUTORS)}, found {executor!r}")
-    from mpiregress.model.names import FAMILIES
 
     for key in ("families", "weekly_sweeps"):
         unknown = [f for f in data.get(key) or () if f not in FAMILIES]
         if unknown:
             raise _fail(path, key,
                         f"unknown famil(ies) {', '.join(map(str, unknown))} (known: {', '.join(FAMILIES)})")
-    from mpiregress.verdict.noise import floor_from
-
-    try:
-        floor_from(data.get("noise_floor"), str(path))
-    except ValueError as err:
-        raise _fail(path, "noise_floor", str(err)) from None
-    from mpiregress.model.names import METRICS
 
     noise = data.get("run_noise") or {}
     if not isinstance(noise, dict) or any(m not in METRICS or isinstance(v, bool) or not isinstance(v, (int, float))
@@ -247,13 +245,11 @@ def load_file(path: Path) -> System:
         value = data.get(key, default)
         if value not in allowed:
             raise _fail(path, key, f"must be one of {', '.join(allowed)}, found {value!r}")
-    if "cluster" in data:
-        _check_cluster(path, data["cluster"])
     if not (data["runner"] or {}).get("tags"):
         raise _fail(path, "runner.tags", "is missing: a job without tags runs on any runner")
-    from mpiregress.builds.host_toolchain import from_system
-
-    from_system(data, name, path)   # a wrong host_toolchain is named when the file is read, not mid-build
+    for key, check in _SECTION_CHECKS.items():
+        if data.get(key) is not None:
+            _run_check(path, key, check, data[key])
     parts = []
     for pname, spec in (data["partitions"] or {}).items():
         key = f"partitions.{pname}"
@@ -267,7 +263,6 @@ def load_file(path: Path) -> System:
             raise _fail(path, f"{key}.target", f"must be an archspec target like skylake_avx512, or "
                                                 f"'{HOST_TARGET}' for this host's target detected at run time")
         if target != HOST_TARGET:
-            from mpiregress.model.microarch import lookup
 
             try:
                 lookup(target)
@@ -285,12 +280,10 @@ def load_file(path: Path) -> System:
 
 
 def _known_settings(path: Path, where: str, block: Any, known: tuple[str, ...]) -> None:
-    """``block`` is a mapping of ``known`` settings only: a misspelt one would be ignored, its default used."""
-    if not isinstance(block, dict):
-        raise _fail(path, where, f"must be a mapping of {', '.join(known)}")
-    unknown = sorted(str(k) for k in block if k not in known)
-    if unknown:
-        raise _fail(path, where, f"has unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    try:
+        known_settings(block, known)
+    except ValueError as err:
+        raise _fail(path, where, str(err)) from None
 
 
 def _check_extras(path: Path, key: str, extras: Any) -> None:
@@ -301,29 +294,9 @@ def _check_extras(path: Path, key: str, extras: Any) -> None:
     _known_settings(path, where, extras, EXTRAS)
     if "coll" in extras:
         _known_settings(path, f"{where}.coll", extras["coll"], COLL_SETTINGS)
-    if "links" not in extras:
-        return
-    from mpiregress.families.links.analysis import SITE_SETTINGS, Thresholds
-
-    links = extras["links"]
-    _known_settings(path, f"{where}.links", links, LINK_RUN_SETTINGS + SITE_SETTINGS)
-    try:
-        Thresholds.from_site(links)
-    except InputError as err:
-        raise _fail(path, f"{where}.links", str(err).replace("the link judging's ", "")) from None
-
-
-def _check_cluster(path: Path, block: Any) -> None:
-    """A ``cluster:`` section is what ``mpiregress cluster start`` reads: a mapping of a node count and a network."""
-    if not isinstance(block, dict):
-        raise _fail(path, "cluster", "must be a mapping (nodes, network) of the Slurm the project starts itself")
-    from mpiregress.cluster.local import NETWORKS, _checked_layout
-
-    try:
-        # Only the keys given are checked here (an absent one takes `cluster start`'s default).
-        _checked_layout(block.get("nodes", 1), block.get("network", NETWORKS[0]))
-    except InputError as err:
-        raise _fail(path, "cluster", str(err).replace("the local cluster's ", "")) from None
+    for key, check in _EXTRAS_CHECKS.items():
+        if extras.get(key) is not None:
+            _run_check(path, f"{where}.{key}", check, extras[key])
 
 
 @lru_cache(maxsize=8)
@@ -336,7 +309,7 @@ def _load_all(directory: Path) -> tuple[System, ...]:
 
 def load_all(root: Path = REPO_ROOT) -> list[System]:
     """Every system of the checkout at ``root``, sorted by name."""
-    return list(_load_all(systems_dir(root).resolve()))
+    return list(_load_all(paths.systems_dir(root).resolve()))
 
 
 def get(name: str, root: Path = REPO_ROOT) -> System:
@@ -346,12 +319,3 @@ def get(name: str, root: Path = REPO_ROOT) -> System:
             return system
     known = ", ".join(s.name for s in load_all(root))
     raise InputError(f"no system {name!r} (known: {known}): add systems/{name}.yaml")
-
-
-def names(root: Path = REPO_ROOT) -> tuple[str, ...]:
-    """Names of the systems: the file names of systems/*.yaml, sorted.
-
-    Read without parsing the files, so that importing the vocabulary never fails: a broken
-    system file is reported (one sentence) by the command that reads it.
-    """
-    return tuple(sorted(p.stem for p in systems_dir(root).glob("*.yaml")))

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from mpiregress.errors import InputError
-from mpiregress.model import inputs
+from mpiregress.model import inputs, systems
+from mpiregress.paths import REPO_ROOT, toolchains_dir
 
 SCHEMA = "mpiregress-toolchain/1"
 
@@ -82,7 +83,6 @@ class Toolchain:
 
     def partitions(self) -> list[PartitionSpec]:
         """Every cluster partition with a fixed build target, from the systems data (systems/*.yaml)."""
-        from mpiregress.model import systems
 
         return [PartitionSpec(p.system, p.name, p.target, p.constraint, p.eessi_subdir)
                 for system in systems.load_all(self.root) for p in system.partitions if p.target]
@@ -91,7 +91,6 @@ class Toolchain:
     def root(self) -> Path:
         """The checkout this toolchain file belongs to (``<root>/toolchains/<name>.yaml``), whose
         systems/ it pairs with; the installed checkout for a toolchain file elsewhere."""
-        from mpiregress.paths import REPO_ROOT
 
         candidate = self.path.resolve().parent.parent
         return candidate if (candidate / "systems").is_dir() else REPO_ROOT
@@ -134,6 +133,5 @@ def load(path: Path) -> Toolchain:
 
 
 def default_path() -> Path:
-    from mpiregress.paths import toolchains_dir
 
     return toolchains_dir() / "2023b.yaml"

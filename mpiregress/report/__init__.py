@@ -15,11 +15,13 @@ from mpiregress.families.coll import algorithms
 from mpiregress.families.coll.algorithms import DEFAULT
 from mpiregress.families.coll.analysis import Analysis, analyse
 from mpiregress.history.store import History, RunPoint
+from mpiregress.model import toolchain
 from mpiregress.model.baselines import Baselines
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
 from mpiregress.verdict import compose
 from mpiregress.verdict import cross_method as consistency
+from mpiregress.verdict.ab import attribution, evidence
 from mpiregress.verdict.changepoint import ChangePoint, scan_runs
 from mpiregress.verdict.compose import Evidence, PipelineVerdict
 from mpiregress.verdict.cross_method import Finding
@@ -149,7 +151,6 @@ def causes(results: Sequence[Result], verdicts: Sequence[Verdict], history: Opti
     """One sentence per failing series of a run judged by the history gate: the A/B attribution with no A
     (node, build, system, noise, link or unexplained), from the nodes each series ran on, the run's noise
     probes and the latest link matrix of the partition."""
-    from mpiregress.verdict.ab import attribution, evidence
 
     nodes: dict[SeriesKey, set[str]] = {}
     for r in results:
@@ -169,7 +170,6 @@ def _collectives(results: Sequence[Result]) -> Optional[Analysis]:
     """The sweep analysis when the results hold forced collective algorithms (the weekly sweep)."""
     if not any(r.parameters.get("algorithm") not in (None, DEFAULT) for r in results):
         return None
-    from mpiregress.model import toolchain
 
     version = toolchain.load(toolchain.default_path()).mpi["version"]
     return analyse([r.to_dict() for r in results], algorithms.load(version), version)

@@ -7,11 +7,13 @@ HTML: reasons are data, never markup). The main report embeds the fragment.
 """
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
+from mpiregress.report.template import TEMPLATE
 from mpiregress.verdict import compose
 from mpiregress.verdict.ab.paired import PAIRED_VERDICTS, PairedConfig, PairedVerdict, SeriesId
 
@@ -146,7 +148,6 @@ def html(verdicts: Sequence[PairedVerdict], causes: Optional[Mapping[SeriesId, s
 
 def junit_xml(section_rows: Sequence[Row], suite: str = "mpiregress-ab") -> str:
     """The A/B section as a JUnit document (GitLab's MR test widget): one testcase per series."""
-    import xml.etree.ElementTree as ET
 
     cases = junit_cases(section_rows)
     counts = {o: sum(c["outcome"] == o for c in cases) for o in ("failure", "error", "skipped")}
@@ -169,7 +170,6 @@ def junit_xml(section_rows: Sequence[Row], suite: str = "mpiregress-ab") -> str:
 
 def html_page(fragment: str, title: str, notes: Sequence[str] = ()) -> str:
     """A self-contained HTML page around the A/B section, styled like the main report (its stylesheet)."""
-    from mpiregress.report.template import TEMPLATE
 
     style = TEMPLATE[TEMPLATE.index("<style>"):TEMPLATE.index("</style>") + len("</style>")]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)

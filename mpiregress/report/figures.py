@@ -9,16 +9,14 @@ import base64
 import io
 import statistics
 from datetime import datetime, timedelta, timezone
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.dates import date2num, num2date
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 from PIL import Image
 
 from mpiregress.history.store import RunPoint
@@ -41,6 +39,7 @@ def png_bytes(fig: Figure) -> bytes:
     its own margins (:func:`_margins`). A palette of 256 colours holds every colour these line and bar
     figures use (their antialiasing included) and makes the PNG a third of RGBA's size, for the same
     encoding time, on a page that embeds them all."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     fig.set_dpi(DPI)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -93,6 +92,7 @@ def date_ticks(first: datetime, last: datetime) -> tuple[list[datetime], list[st
 def _date_axis(ax: Axes, labels: bool = True, size: float = 7) -> None:
     # Ticks computed once here from the drawn range: matplotlib's date locator and formatter cost more
     # than the lines themselves on a page of panels, and short horizontal labels need no rotation.
+    from matplotlib.dates import date2num, num2date
     low, high = ax.get_xlim()
     ticks, names = date_ticks(num2date(low), num2date(high))
     ax.set_xticks([date2num(t) for t in ticks], names if labels else [])
@@ -119,6 +119,7 @@ _time = parse_time
 def _day(when: datetime) -> float:
     # Dates go to the axes as matplotlib's day numbers: with datetimes, every plot call runs the unit
     # machinery again, and on axes that share x it re-converts every line already drawn.
+    from matplotlib.dates import date2num
     return float(date2num(when))
 
 
@@ -140,6 +141,9 @@ def bars(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], syste
 def bars_figure(results: Sequence[Result], verdicts: Mapping[SeriesKey, Verdict], system: str,
                 partition: str) -> Figure:
     """The figure of :func:`bars`, before it becomes a PNG (its legend names only what it shows)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     fig = Figure(figsize=(13, 4.6))
     axes = fig.subplots(1, 2)
     _margins(fig, 1, 2, top=0.35, bottom=0.75)
@@ -219,6 +223,8 @@ def trends_figure(system: str, partition: str, metric: str, series: Mapping[Seri
     ``limits``: per series of this run, the gate's limit and its basis (history or baseline), drawn
     dash-dotted over the ``window`` runs whose median made the history level, up to this run's star.
     """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     limits = limits or {}
     drawn: set[str] = set()       # what the legend must name: methods plotted, marks drawn
     mine = [k for k in [*series, *current] if (k.system, k.partition, k.metric) == (system, partition, metric)]
@@ -303,6 +309,8 @@ def quiet_trends_figure(panels: Sequence[tuple[str, Sequence[SeriesKey]]],
 
     One axes for all rows: small multiples cost an axes, its ticks and their labels each, which made the
     page slow; rows of one axes cost a line per method."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     rows = max(1, len(panels))
     fig = Figure(figsize=(13, 0.34 * rows + 1.3))
     fig.subplots_adjust(left=3.0 / 13, right=1 - 1.1 / 13, top=1 - 0.45 / (0.34 * rows + 1.3),
@@ -420,6 +428,7 @@ def sweeps(results: Sequence[Result], system: str, partition: str, metric: str,
     curve (a red or green ring), so a shifted eager/rendezvous threshold shows where it happened.
     ``reference`` maps a series to its history level (the gate's median of the last accepted runs): drawn
     dashed under this run's curve, so the ring sits where the two curves part."""
+    from matplotlib.figure import Figure
     spec = PT2PT.get(metric)
     data, marks = sweep_points(results, system, partition, metric, moved)
     levels = sweep_levels(results, system, partition, metric, reference or {})

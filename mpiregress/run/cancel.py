@@ -30,6 +30,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Iterator, Optional, Sequence
 
+from mpiregress.cluster.nodeloss import lost_node
+
 CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # The record of this run's Slurm jobs in its report folder (read by `mpiregress cancel`).
 JOBS_FILE = "slurm-jobs.txt"
@@ -237,7 +239,6 @@ class RunChildren:
                     os.fsync(out.fileno())
 
     def _watch_queue(self) -> None:
-        from mpiregress.cluster.nodeloss import lost_node
 
         while not self._stop_watch.wait(WATCH_PERIOD):
             queue = queued_jobs(self.env)

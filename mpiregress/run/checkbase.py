@@ -26,6 +26,7 @@ from reframe.core.exceptions import SanityError
 from mpiregress import paths
 from mpiregress.errors import InputError, MpiRegressError
 from mpiregress.families import osu_output
+from mpiregress.families.noise import probe
 from mpiregress.model import launch, manifest, microarch, topology
 from mpiregress.model.names import MEASURED_ITERATIONS, METHODS, WARMUP_ITERATIONS
 from mpiregress.run.reframe_report import NOT_APPLICABLE  # noqa: F401  (the families' "does not apply here" prefix)
@@ -202,7 +203,6 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     def add_noise_probe(self):
         if not self.noise_probe:
             return
-        from mpiregress.families.noise import probe
 
         plan = self._probe_plan()
         if isinstance(plan, str):
@@ -223,7 +223,6 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         """The probe's conditions; a probe that failed is one sentence there, the benchmark goes on."""
         if not self.noise_probe or isinstance(self.conditions.get('noise'), str):
             return
-        from mpiregress.families.noise import probe
 
         self.conditions = {**self.conditions, 'noise': probe.conditions(self.stagedir)}
 

@@ -6,6 +6,7 @@ only the system name and the environment differ.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -20,16 +21,29 @@ from typing import Any, Optional, Sequence
 
 from mpiregress import paths
 from mpiregress.builds import BuildOptions
+from mpiregress.builds import method as build_method
 from mpiregress.builds.common import program_sources
 from mpiregress.cluster import nodeloss
-from mpiregress.errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
+from mpiregress.cluster.local import LocalCluster, slurm_reachable
+from mpiregress.errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError, NotAvailableError
 from mpiregress.families import osu_output
+from mpiregress.families.coll import algorithms, plan
+from mpiregress.families.coll.algorithms import COLLECTIVES
+from mpiregress.history.store import open_history
 from mpiregress.model import baselines, manifest, microarch, results, systems, toolchain
 from mpiregress.model.names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
+from mpiregress.model.systems import get
+from mpiregress.report import ab as ab_report
 from mpiregress.report import summary, verdict_text
 from mpiregress.run import cancel, reframe_report
 from mpiregress.run import folder as run_folder
+from mpiregress.run.ab import sides
 from mpiregress.verdict import band, compose
+from mpiregress.verdict import node_noise as nodehistory
+from mpiregress.verdict.ab import judge as ab_judge
+from mpiregress.verdict.ab import paired
+from mpiregress.verdict.ab.sequential import Schedule, schedule_of
+from mpiregress.verdict.history_gate import GateConfig
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -141,8 +155,6 @@ def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]
     """For a system that builds on demand (``builds: on_demand``): reuse or build, for each target of
     the run's partitions, every one of its ``methods`` the run asks for; the sentences of the methods
     that cannot build here (their checks then skip with the reason)."""
-    from mpiregress.builds import method as build_method
-    from mpiregress.errors import NotAvailableError
 
     system = systems.get(opts.system)
     skipped = []
@@ -255,7 +267,6 @@ def _reframe_command(opts: RunOptions, methods: list[str], env: dict[str, str],
 
 def _check_collective_names(opts: RunOptions, tc: toolchain.Toolchain) -> None:
     """--collectives and --algorithms name what the sweep and the toolchain's OpenMPI have, or one sentence."""
-    from mpiregress.families.coll import algorithms, plan
 
     for kind, chosen, known in (("collective", opts.collectives or [], plan.COLLECTIVES),
                                 ("algorithm", opts.algorithms or [],
@@ -274,7 +285,6 @@ def _skipped_check_files(output: str) -> list[str]:
 
 
 def _check_reachable(env: dict[str, str]) -> None:
-    from mpiregress.cluster.local import slurm_reachable
 
     ok, message = slurm_reachable(env)
     if not ok:
@@ -296,7 +306,6 @@ def check_options(opts: RunOptions) -> list[str]:
         raise InputError("the ab family pairs the MR's builds with the target branch's: run it with "
                          "--ab-against DIR|auto")
     if not opts.families:
-        from mpiregress.model.systems import get
 
         opts.families = get(opts.system).families
     for kind, chosen, known in (("build method", methods, METHODS), ("metric", opts.metrics or [], list(METRICS)),
@@ -320,7 +329,6 @@ def check_options(opts: RunOptions) -> list[str]:
 
 def _binaries_needed(build: manifest.Manifest, opts: RunOptions) -> list[Path]:
     """The binaries of ``build`` the selected families will launch (the project's own programs too)."""
-    from mpiregress.families.coll.algorithms import COLLECTIVES
 
     needed = []
     if any(f in opts.families for f in ("pt2pt", "pt2pt-sweep", "ab")):
@@ -349,7 +357,6 @@ def check_binaries(manifest_dir: Path, methods: list[str], opts: RunOptions) -> 
 
 def _slurm_faults(env: dict[str, str], nodes: set[str]) -> Optional[str]:
     """After failed checks: Slurm's own words when its controller or one of ``nodes`` is gone, else None."""
-    from mpiregress.cluster.local import slurm_reachable
 
     ok, said = slurm_reachable(env, timeout=20)
     if not ok:
@@ -394,7 +401,6 @@ def run(opts: RunOptions) -> int:
             methods = check_options(opts)
             folder.step("options checked")
             if systems.get(opts.system).managed_cluster and not opts.dry_run:
-                from mpiregress.cluster.local import LocalCluster
 
                 cluster = LocalCluster(system=opts.system)
                 cluster.claim(f"report folder {opts.report_dir}")
@@ -556,8 +562,6 @@ def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
 
 def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Each measured partition's node noise history ({} per partition without a history file)."""
-    from mpiregress.history.store import open_history
-    from mpiregress.verdict import node_noise as nodehistory
 
     partitions = sorted({(r.system, r.partition) for r in found})
     db = paths.history_db()
@@ -574,10 +578,6 @@ def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, 
 
 def choose_repeat(opts: RunOptions) -> tuple[int, str]:
     """``--repeat auto``: repetitions from the latest noise of the partitions' nodes in the history, and why."""
-    from mpiregress.history.store import open_history
-    from mpiregress.model.systems import get
-    from mpiregress.verdict import node_noise as nodehistory
-    from mpiregress.verdict.history_gate import GateConfig
 
     tolerance = GateConfig().min_effect["latency"]
     db = paths.history_db()
@@ -607,8 +607,6 @@ def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manif
                 folder: run_folder.RunFolder) -> Any:
     """Find A (given folder, manifest store, or built at the merge base), refuse a mismatched A and B,
     and hand A's folder and the pair count to the A/B check through its environment."""
-    from mpiregress.model.systems import get
-    from mpiregress.run.ab import sides
 
     system = get(opts.system)
     partition = opts.partition or system.partitions[0].name
@@ -636,10 +634,8 @@ def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manif
 
 def _ab_schedule(opts: RunOptions) -> Any:
     """The run's A/B pairs budget: the system's ``ab:`` keys, --ab-pairs and --ab-max-pairs over them."""
-    from mpiregress.model.systems import get
-    from mpiregress.verdict.ab.sequential import Schedule
 
-    base = get(opts.system).ab_schedule()
+    base = schedule_of(get(opts.system))
     initial = opts.ab_pairs or base.initial_pairs
     most = opts.ab_max_pairs or max(base.max_pairs, initial)
     if most < initial:
@@ -663,8 +659,6 @@ def _ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: lis
     the next round of pairs (one ReFrame run per partition and node set, pinned to the series' nodes; in the
     CI job's own allocation on the clusters), until none is left or the budget is spent. Returns every
     sample (no round replaces an earlier one) and one sentence per extra round."""
-    from mpiregress.verdict.ab import judge as ab_judge
-    from mpiregress.verdict.ab import paired
 
     schedule = _ab_schedule(opts)
     sizes = schedule.look_sizes()
@@ -700,7 +694,6 @@ def _ab_round(opts: RunOptions, env: dict[str, str], folder: run_folder.RunFolde
               partition: str, nodes: Sequence[str], look: int, first: int, count: int, round_dir: Path,
               toolchain_name: str) -> list[results.Result]:
     """One extra round of pairs for ``keys`` (same partition and nodes) through the same check and launch path."""
-    import dataclasses
 
     round_dir.mkdir(parents=True, exist_ok=True)
     round_opts = dataclasses.replace(
@@ -728,9 +721,6 @@ def _ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_fold
     Every sample is kept (results.json: one Result per sample, side and pair in ``conditions``;
     ab-samples.json: the records the judge read) before anything is judged.
     """
-    from mpiregress.report import ab as ab_report
-    from mpiregress.verdict.ab import judge as ab_judge
-    from mpiregress.verdict.ab import paired
 
     _classify_infrastructure(loaded, env)
     folder.write("results.json", results.dump(loaded))

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from mpiregress.families.noise import probe
 from mpiregress.model.baselines import Baselines
 from mpiregress.model.names import METRICS, format_value
 from mpiregress.model.results import Result
+from mpiregress.verdict import noise as noise_verdict
 
 
 def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False,
@@ -60,8 +62,6 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
 def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]]) -> None:
     """A fail measured on a noisy node is ``noisy``: outside the node's usual band, or beyond the system's
     noise floor with or without history (noise.verdict.reclassify, the rule the history gate applies too)."""
-    from mpiregress.families.noise import probe
-    from mpiregress.verdict import noise as noise_verdict
 
     probed = probe.probed(r.conditions)
     if not probed:

@@ -20,7 +20,8 @@ from mpiregress import errors
 from mpiregress.families.links.series import BENCHMARK as LINKTEST
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
-from mpiregress.verdict import policy
+from mpiregress.verdict import cross_method, policy
+from mpiregress.verdict.ab.paired import PairedConfig
 from mpiregress.verdict.cross_method import Finding as CrossFinding
 from mpiregress.verdict.history_gate import Verdict
 
@@ -293,7 +294,6 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:
     """An A/B estimate worse than the minimum effect that matters (or one not known)."""
-    from mpiregress.verdict.ab.paired import PairedConfig
 
     return v.effect is None or v.effect > PairedConfig().min_effect.get(v.metric, 0.03)
 
@@ -338,7 +338,6 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
 
 def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
     """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
-    from mpiregress.verdict import cross_method
 
     return compose(event, Evidence(results=results, problems=problems,
                                    cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))

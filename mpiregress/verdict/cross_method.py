@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from mpiregress.builds.common import stack_problems
 from mpiregress.errors import InputError
 from mpiregress.model import systems
 from mpiregress.model.baselines import Baselines
@@ -228,7 +229,6 @@ def default_noise(system: str, metric: str) -> float:
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
     """{method: "spack: UCX 1.17.0 without verbs; PMIx 5.0.3 (toolchain: 4.2.6)"} for each build
     whose recorded MPI stack (manifest ``stack``) is not the toolchain's."""
-    from mpiregress.builds.common import stack_problems
 
     out: dict[str, str] = {}
     for m in manifests:

@@ -59,6 +59,8 @@ from mpiregress.model.baselines import Baselines, Reference, for_system
 from mpiregress.model.names import METRICS, format_value
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
+from mpiregress.verdict import node_noise as nodehistory
+from mpiregress.verdict import noise as noise_verdict
 
 VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -317,8 +319,6 @@ def noise_aware(verdict: Verdict, group: Sequence[Result], history: Optional[His
     ``noisy`` does not gate: the run's numbers say more about the node than about the
     toolchain. ``usual`` caches each partition's node history.
     """
-    from mpiregress.verdict import node_noise as nodehistory
-    from mpiregress.verdict import noise as noise_verdict
 
     if verdict.verdict != "regression":
         return verdict

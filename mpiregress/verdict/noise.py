@@ -16,7 +16,11 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
+
+from mpiregress.model import systems
+from mpiregress.paths import system_names
 
 MIN_RUNS = 5             # probes of a node before its own band is trusted
 Z = 3.5                  # one-sided, as the gate's (many nodes are probed at once)
@@ -57,14 +61,18 @@ def floor_from(data: Any, source: str) -> NoiseFloor:
     return NoiseFloor(float(efficiency), None if detour is None else float(detour), source)
 
 
+@systems.section_check("noise_floor")
+def _check_floor(value: Any, path: Path, key: str) -> None:
+    floor_from(value, str(path))
+
+
 def floor_of(system: str) -> NoiseFloor:
     """The noise floor of ``system`` (its systems/<name>.yaml); the default for a name with no system file
     (results imported from elsewhere). A malformed system file raises its one-sentence InputError."""
-    from mpiregress.model import systems
-
-    if system not in systems.names():
+    if system not in system_names():
         return DEFAULT_FLOOR
-    return systems.get(system).noise_floor
+    found = systems.get(system)
+    return floor_from(found.data.get("noise_floor"), f"systems/{found.name}.yaml")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from mpiregress.families.coll import rules_file, sweep
+from mpiregress.families.coll import figures, rules_file, sweep
 from mpiregress.families.coll.algorithms import TunedAlgorithms
 
 
@@ -42,7 +42,6 @@ def analyse(records: Iterable[Mapping[str, Any]], tuned: TunedAlgorithms, openmp
     groups = sorted({(c.point.collective, c.point.distribution) for c in cells})
     # matplotlib only when there is a figure to draw: every `mpiregress run` imports this module
     # (through the report), and importing matplotlib costs about a second of CPU per command.
-    from mpiregress.families.coll import figures
     with tempfile.TemporaryDirectory() as tmp:
         for coll, dist in groups:
             part = [c for c in cells if (c.point.collective, c.point.distribution) == (coll, dist)]

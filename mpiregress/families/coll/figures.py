@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import matplotlib
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.artist import Artist  # noqa: E402
-from matplotlib.colors import BoundaryNorm, ListedColormap, TwoSlopeNorm  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 
 from mpiregress.errors import InputError  # noqa: E402
 from mpiregress.families.coll.sweep import Cell, format_size  # noqa: E402
@@ -37,7 +34,7 @@ def _grid(cells: Sequence[Cell]) -> tuple[list[int], list[int], str]:
     return sizes, nprocs, f"{coll}, {dist}"
 
 
-def _axes(ax: plt.Axes, sizes: list[int], nprocs: list[int]) -> None:
+def _axes(ax: "Axes", sizes: list[int], nprocs: list[int]) -> None:
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([format_size(s).replace(" ", "") for s in sizes], rotation=90, fontsize=7)
     ax.set_yticks(range(len(nprocs)))
@@ -49,6 +46,9 @@ def _axes(ax: plt.Axes, sizes: list[int], nprocs: list[int]) -> None:
 def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note: str = "") -> Path:
     """Draw the best-algorithm map into ``path`` (PNG); ``algorithms`` fixes the colour of each name;
     ``note`` (e.g. "oversubscribed above 2 ranks") goes under the title."""
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.patches import Patch
+    plt = _pyplot()
     sizes, nprocs, title = _grid(cells)
     names = list(algorithms)
     for c in cells:
@@ -83,6 +83,8 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note:
 
 def default_vs_best(cells: Sequence[Cell], path: Path, note: str = "") -> Path:
     """Draw how much slower (%) the default is than the best forced algorithm at each point."""
+    from matplotlib.colors import TwoSlopeNorm
+    plt = _pyplot()
     sizes, nprocs, title = _grid(cells)
     grid = [[float("nan")] * len(sizes) for _ in nprocs]
     for c in cells:
@@ -106,3 +108,14 @@ def default_vs_best(cells: Sequence[Cell], path: Path, note: str = "") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _pyplot():  # noqa: ANN202 - pyplot's module
+    """pyplot on the Agg backend, loaded at the first figure: matplotlib costs every command and check
+    that imports this module about a second of start-up otherwise (pyproject's banned-module-level-imports)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

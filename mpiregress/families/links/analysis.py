@@ -25,12 +25,14 @@ All work is on the pair arrays (N(N-1)/2 entries), never on an N x N matrix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import numpy as np
 
 from mpiregress.errors import InputError
 from mpiregress.families.links.resultsfile import LinkRun
+from mpiregress.model import systems
 
 KINDS = ("intra-node", "same-switch", "inter-switch", "inter-node")
 INTRA, SAME_SWITCH, INTER_SWITCH, INTER_NODE = range(4)
@@ -94,6 +96,16 @@ class Thresholds:
         if "metrics" in chosen:
             chosen["metrics"] = metric_names(chosen["metrics"])
         return cls(**chosen)
+
+
+@systems.section_check("links", extras=True)
+def _check_site(links: Any, path: Path, key: str) -> None:
+    """A partition's ``reframe.extras.links``: the check's run settings and the judging's, nothing misspelt."""
+    systems.known_settings(links, systems.LINK_RUN_SETTINGS + SITE_SETTINGS)
+    try:
+        Thresholds.from_site(links)
+    except InputError as err:
+        raise ValueError(str(err).replace("the link judging's ", "")) from None
 
 
 def metric_names(value: Any) -> tuple[str, ...]:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+if TYPE_CHECKING:
+    pass
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
 
 from mpiregress.families.links.analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix  # noqa: E402
 
@@ -35,6 +34,8 @@ def _labels(ax, starts: list[int], names: list[str], size: int) -> None:
 
 def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
     """Latency and bandwidth matrices side by side; rank x rank with node labels, or node x node when large."""
+    from matplotlib.colors import LogNorm
+    plt = _pyplot()
     by_rank = analysis.run.nranks <= MAX_RANK_HEATMAP and bool(np.all(np.diff(analysis.rank_node) >= 0))
     fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
     for ax, (metric, (unit, higher_better)) in zip(axes, METRICS.items()):
@@ -66,6 +67,7 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
 
 def histogram(analysis: LinkAnalysis, path: Path) -> Path:
     """How many pairs at each latency and bandwidth, one colour per pair kind (log axes)."""
+    plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     for ax, (metric, (unit, _)) in zip(axes, METRICS.items()):
         values = analysis.first[metric]
@@ -84,3 +86,14 @@ def histogram(analysis: LinkAnalysis, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def _pyplot():  # noqa: ANN202 - pyplot's module
+    """pyplot on the Agg backend, loaded at the first figure: matplotlib costs every command and check
+    that imports this module about a second of start-up otherwise (pyproject's banned-module-level-imports)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

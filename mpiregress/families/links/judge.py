@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mpiregress.errors import InputError
-from mpiregress.families.links import analysis, output, resultsfile, series, sitetopology
+from mpiregress.families.links import analysis, figures, output, resultsfile, series, sitetopology
 
 # The artifacts of one run, in its output folder (the CI job keeps them, the HTML report shows them).
 RESULTS_FILE = "links.bin"
@@ -73,7 +73,6 @@ def judge_file(results: Path, out: Path, thresholds: analysis.Thresholds = DEFAU
         shutil.copyfile(results, out / RESULTS_FILE)
     output.write_matrices(result, out / "matrix.npz")
     # matplotlib only here: the link check (checks/linktest.py) imports this module in every ReFrame run.
-    from mpiregress.families.links import figures
     figures.heatmap(result, out / "heatmap.png")
     figures.histogram(result, out / "histogram.png")
     output.write_bad_links(result, out / "bad_links.csv")

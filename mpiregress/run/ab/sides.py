@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 
 from mpiregress import paths
 from mpiregress.errors import InputError
-from mpiregress.model import manifest
+from mpiregress.model import manifest, systems
 from mpiregress.run.ab.plan import Side, check_comparable
 
 
@@ -175,7 +175,6 @@ def pair_builds(a_dir: Optional[Path], b_dir: Path, methods: Sequence[str]) -> P
 def keep_in_store(system: str, partition: str, branch: str, manifest_dir: Path, method: str) -> list[Path]:
     """Copy ``method``'s manifests from a build job's folder into the system's manifest store (the
     default branch's build jobs do, so that later MRs find their A there); returns the copies."""
-    from mpiregress.model import systems
 
     store = systems.get(system).ab_store()
     if store is None:

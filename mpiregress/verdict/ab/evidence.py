@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from mpiregress.families.links import series as link_series
 from mpiregress.history.store import History
+from mpiregress.verdict import node_noise as nodehistory
+from mpiregress.verdict import noise as noise_verdict
 from mpiregress.verdict.ab import attribution
 
 
@@ -23,8 +26,6 @@ def probe_flags(records: Sequence[Mapping[str, Any]], history: Optional[History]
     The band is the node's own (its earlier probes in the history, noise.verdict.usual_band); a node
     without enough of them is held to its system's noise floor, as the judges' noisy rule does.
     """
-    from mpiregress.verdict import node_noise as nodehistory
-    from mpiregress.verdict import noise as noise_verdict
 
     probed = nodehistory.probe_entries([r.get("conditions") or {} for r in records])
     if not probed:
@@ -52,7 +53,6 @@ def link_flags(records: Sequence[Mapping[str, Any]], history: Optional[History])
     system and partition in the history (the weekly link job's, accepted or not: a bad link is a
     fact about the machine, not a level to compare with); ``{}`` when there is neither.
     """
-    from mpiregress.families.links import series as link_series
 
     own = link_series.record_findings(records)
     if own is not None:

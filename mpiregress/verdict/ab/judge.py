@@ -11,11 +11,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from mpiregress.history.store import History, open_existing
 from mpiregress.model.names import METRICS
-from mpiregress.model.results import Result
+from mpiregress.model.results import AB_FIELDS, Result
 from mpiregress.verdict.ab import attribution, evidence, paired
 from mpiregress.verdict.history_gate import GateConfig
-
-AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
 
 
 def records(results: Sequence[Result]) -> list[dict[str, Any]]:

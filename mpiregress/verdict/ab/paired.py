@@ -108,7 +108,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import special
 
 from mpiregress.errors import InputError
 from mpiregress.model.baselines import Reference
@@ -515,6 +514,8 @@ class _Stats:
 def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
     """HL estimate and interval at the last look; at every look that has enough pairs, the HL of the first
     n_j pairs against its null, turned into z, and the sequential p-value of those z (:mod:`.sequential`)."""
+    from scipy import special  # SciPy is loaded at the first judgement (start-up time; pyproject)
+
     d = s.log_ratios()
     n = len(d)
     est = hodges_lehmann(d)

@@ -49,11 +49,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from mpiregress.errors import InputError
+from mpiregress.model import systems
 
 # scipy (about half a second to import) only inside the functions that compute with it: checks/osu_ab.py
 # imports Schedule from here in every ReFrame run.
@@ -107,6 +109,21 @@ class Schedule:
             return cls(**values)
         except InputError as err:
             raise InputError(f"{where}: {err}") from None
+
+
+def schedule_of(system: systems.System) -> Schedule:
+    """The A/B pairs budget of ``system`` (its ``ab:`` block: ``initial_pairs``, ``look_every``,
+    ``max_pairs``); keys left out keep the defaults."""
+    block = system.data.get("ab") or {}
+    _check(block, system.path, "ab")
+    return Schedule.from_mapping(block, f"system file {system.path}")
+
+
+@systems.section_check("ab")
+def _check(block: Any, path: Path, key: str) -> None:
+    if not isinstance(block, dict):
+        raise InputError(f"system file {path}: '{key}' must be a mapping")
+    Schedule.from_mapping(block, f"system file {path}")
 
 
 def spent(fraction: float, alpha: float, family: str = "power", rho: float = 0.25) -> float:
