@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import paths
+from .. import history_url, paths
 from ..baselines import for_system
 from ..errors import OK, InputError
 from ..history import open_existing
@@ -20,8 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs.required = True
     pro = verbs.add_parser("propose", help="print a unified diff of proposed baselines (nothing is written by default)")
     pro.add_argument("--system", required=True, choices=SYSTEMS)
-    pro.add_argument("--db", type=Path, default=None,
-                     help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    pro.add_argument("--db", default=None, help=history_url.DB_HELP)
     pro.add_argument("--baselines-dir", type=Path, default=None,
                      help="default: $MPIREGRESS_BASELINES_DIR or baselines/")
     pro.add_argument("--toolchain", help="toolchain of the proposal (default: the current file's)")
@@ -46,7 +45,8 @@ def run_propose(args: argparse.Namespace) -> int:
     current = for_system(args.system, Path(directory)) if path.exists() else None
     history = open_existing(args.db)
     if history is None:
-        raise InputError(f"history file {args.db or paths.history_db()} does not exist: nothing to propose from")
+        raise InputError(f"history {history_url.display(history_url.resolve(args.db))} does not exist: "
+                         f"nothing to propose from")
     with history:
         proposal = propose(history, args.system, current, path, toolchain=args.toolchain,
                            source=str(history.path), accept_anomalies=args.accept_anomalies)

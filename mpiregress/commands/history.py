@@ -5,13 +5,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import changepoint, history
+from .. import changepoint, history, history_url
 from ..errors import OK, InputError
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None,
-                   help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    p.add_argument("--db", default=None, help=history_url.DB_HELP)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from .. import cancel, jsonfile, outputs, paths
+from .. import cancel, history_url, jsonfile, outputs, paths
 from ..errors import InputError, MpiRegressError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
@@ -72,7 +72,7 @@ def changed_paths(listing: Optional[Path]) -> Optional[list[str]]:
     return done.stdout.split()
 
 
-def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list], dict]:
+def _paired(folders: Sequence[Path], db: Optional[history_url.Location]) -> tuple[Optional[list], dict]:
     """Paired verdicts and causes of every A/B folder (None when no A/B job ran)."""
     from ..ab import judge as ab_judge
 
@@ -113,8 +113,8 @@ def _verdict(args: argparse.Namespace) -> int:
     results: list[Result] = read_results_file(args.results)
     for more in args.more_results:
         results += read_results_file(more)
-    db_path = Path(args.db) if args.db else paths.history_db()
-    paired, causes = _paired(args.ab, db_path if db_path.exists() else None)
+    db_path = history_url.resolve(args.db)
+    paired, causes = _paired(args.ab, db_path if history_url.exists(db_path) else None)
     confirmations = None
     notes: list[str] = []
     if rules.confirm_history and args.confirm:
@@ -155,7 +155,7 @@ def _verdict(args: argparse.Namespace) -> int:
     return data.exit_code
 
 
-def weekly_sections(data: "ReportData", db_path: Path, baselines_dir: Path) -> str:
+def weekly_sections(data: "ReportData", db_path: history_url.Location, baselines_dir: Path) -> str:
     """What the weekly issue carries beyond the verdict: the week's changes and the held-back proposals.
 
     Both are decided elsewhere (the change points by the report's scan, what a proposal holds back by
