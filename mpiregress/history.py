@@ -50,6 +50,7 @@ from sqlalchemy.pool import NullPool
 from . import history_journal, history_migrate, history_sqlite, history_url, inputs
 from .errors import InfrastructureError, InputError
 from .history_schema import change_points, measurements
+from .history_schema import runs as runs_table
 from .names import METHODS, METRICS, PLACEMENTS, SYSTEMS
 from .results import STATUSES, Result
 from .series import SeriesKey, params_from_json, params_json
@@ -535,6 +536,27 @@ class History:
         return [dict(zip(names, r)) for r in
                 self._query(f"SELECT {', '.join(names)} FROM change_points ORDER BY time, system, partition, "
                             "method, benchmark, params, metric")]
+
+    def table_rows(self, table: str, run_id: Optional[str] = None) -> list[dict[str, Any]]:
+        """Every row of ``table`` (runs, measurements, change_points) as column -> value, in stored order
+        (measurements of one run only, when ``run_id`` is given): what ``history copy`` moves."""
+        columns = {t.name: t for t in (runs_table, measurements, change_points)}[table].columns
+        names = [c.name for c in columns]
+        # Runs in the order they were imported (their first row), so a copy keeps the rows' order too.
+        order = {"runs": "(SELECT MIN(m.id) FROM measurements m WHERE m.run_id = runs.run_id), run_id",
+                 "measurements": "id", "change_points": "time, run_id, system, partition, "
+                 "method, benchmark, params, metric"}[table]
+        where, args = ("", {}) if run_id is None else (" WHERE run_id=:run_id", {"run_id": run_id})
+        return [dict(zip(names, r)) for r in
+                self._query(f"SELECT {', '.join(names)} FROM {table}{where} ORDER BY {order}", args)]
+
+    def rows_per_run(self) -> dict[str, int]:
+        """How many measurement rows each run has."""
+        return {r[0]: int(r[1]) for r in self._query("SELECT run_id, COUNT(*) FROM measurements GROUP BY run_id")}
+
+    def transaction(self, body: Callable[[Connection], T]) -> T:
+        """``body(connection)`` in one write transaction: all of it or nothing (for history_copy)."""
+        return self._write(body)
 
     def export_csv(self, handle: IO[str], **filters) -> int:
         """Write the rows matching ``filters`` (see :meth:`rows`) as CSV; returns the row count."""

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .paths import history_db
 
@@ -87,13 +87,9 @@ class Server:
 
 
 def sqlalchemy_url(url: str) -> str:
-    """The URL SQLAlchemy needs to use psycopg 3 (the query string is passed on to libpq as it is)."""
-    scheme, rest = url.split("://", 1)
-    del scheme
-    parts = urlsplit("postgresql+psycopg://" + rest)
-    # libpq keywords in the query (service, sslmode, options, ...) go through untouched.
-    query = urlencode(parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+    """The URL SQLAlchemy needs to use psycopg 3; the rest (and the query's libpq keywords: service,
+    sslmode, ...) goes through as it is."""
+    return "postgresql+psycopg://" + url.split("://", 1)[1]
 
 
 def first_line(err: BaseException, limit: int = 240) -> str:
