@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from . import history_journal, history_migrate, history_sqlite, history_url, inputs
@@ -285,7 +285,8 @@ class History:
             if _unreachable(err):
                 raise InfrastructureError(
                     f"the PostgreSQL history at {self.path} cannot be used ({history_url.first_line(err)}); "
-                    f"nothing was written to it, and results files stay as they are for the next import") from None
+                    f"no import was left half-done, and results files stay as they are for the next import "
+                    f"(runs already stored are skipped)") from None
             if type(err.orig).__name__ == "InsufficientPrivilege":
                 raise InputError(f"the history at {self.path} refuses this ({history_url.first_line(err)}): "
                                  f"this role may read but not write; use the writer role for imports") from None
@@ -307,8 +308,8 @@ class History:
     def _rollback(self) -> None:
         try:
             self._conn.exec_driver_sql("ROLLBACK")
-        except DBAPIError:
-            pass    # the connection is gone: the server rolled the transaction back itself
+        except SQLAlchemyError:
+            pass    # the connection is gone (or invalidated): the server rolled the transaction back itself
 
     def _query(self, sql: str, params: Optional[Mapping[str, Any]] = None) -> list[tuple]:
         """All rows of one read (autocommit: a consistent snapshot per statement)."""
@@ -319,7 +320,7 @@ class History:
         if conn is not None:
             try:
                 conn.close()
-            except DBAPIError:
+            except SQLAlchemyError:
                 pass
         self._engine.dispose()
 

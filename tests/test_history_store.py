@@ -10,10 +10,11 @@ import sys
 
 import pytest
 from helpers.postgres import free_port
+from sqlalchemy import text
 from test_history import REPO, result
 
 from mpiregress import changepoint, cli, history, history_migrate, history_url
-from mpiregress.errors import ERROR, INFRASTRUCTURE, OK, InputError
+from mpiregress.errors import ERROR, INFRASTRUCTURE, OK, InfrastructureError, InputError
 from mpiregress.results import dump, pt2pt, pt2pt_key
 
 KEY = pt2pt_key("aion", "batch", "eessi", "same_numa", "latency")
@@ -143,6 +144,21 @@ def test_an_unreachable_server_is_exit_3_in_one_sentence_and_the_results_file_st
     assert len(done.stderr.strip().splitlines()) == 1 and results.read_text() == before
     env_done = run_cli("history", "list", env={"MPIREGRESS_HISTORY_URL": url})
     assert env_done.returncode == INFRASTRUCTURE and "topsecret" not in env_done.stderr
+
+
+def test_a_server_lost_in_the_middle_of_an_import_is_exit_3_and_leaves_nothing_half_written(postgres_server):
+    url = postgres_server.new_database()
+    with history.open_history(url) as db:
+        db.import_results([result()], run_id="r1")
+
+        def dies_half_way(conn):
+            conn.execute(text("INSERT INTO runs VALUES ('r2','schedule',1,'d','t','t','c','p','s')"))
+            # The server ends this session as a shutdown or a lost network would, inside the transaction.
+            conn.exec_driver_sql("SELECT pg_terminate_backend(pg_backend_pid())")
+        with pytest.raises(InfrastructureError, match="cannot be used .*no import was left half-done"):
+            db.transaction(dies_half_way)
+    with history.open_history(url) as db:
+        assert [r.run_id for r in db.runs()] == ["r1"] and db.counts()["measurements"] == 3
 
 
 def test_a_wrong_password_is_exit_3_and_is_never_printed(tmp_path, postgres_server):
