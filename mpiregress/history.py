@@ -376,6 +376,13 @@ class History:
             count = conn.execute(text("SELECT COUNT(*) FROM measurements WHERE run_id=:run_id"),
                                  {"run_id": run_id}).scalar_one()
             return ImportSummary(run_id, int(count), created=False, accepted=bool(existing[1]))
+        if self.dialect == "postgresql":
+            # SQLite's BEGIN IMMEDIATE already serializes writers; on the server, two imports of one series
+            # with two toolchains must not both pass the check below: each takes the series' locks first
+            # (in one order, so two imports never wait on each other), held until it commits.
+            conn.execute(text("SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h "
+                              "FROM unnest(CAST(:keys AS text[])) AS k ORDER BY 1) AS series"),
+                         {"keys": sorted({json.dumps(_series_args(r.key()), sort_keys=True) for r in results})})
         if not new_toolchain:
             self._refuse_toolchain_mix(conn, results)
         rows = []

@@ -7,7 +7,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 
+import psycopg
 import pytest
 from helpers.postgres import free_port
 from sqlalchemy import text
@@ -52,7 +54,6 @@ def test_a_new_history_is_at_the_newest_revision_and_a_newer_one_is_refused_unto
             con.execute("UPDATE alembic_version SET version_num=?", (history_migrate.head(),))
         con.close()
     else:
-        import psycopg
         with psycopg.connect(store, autocommit=True) as con:
             con.execute("UPDATE alembic_version SET version_num=%s", (history_migrate.head(),))
     with history.open_history(store) as db:
@@ -76,6 +77,30 @@ def test_a_schema_2_file_from_before_alembic_is_stamped_and_migrated_keeping_its
         assert "migrated from revision 0002 to" in db.upgraded
         assert db.counts() == {"runs": 1, "measurements": 1, "change_points": 0}
     assert "schema migrated from revision 0002" in capsys.readouterr().err
+
+
+def test_two_imports_of_one_series_with_two_toolchains_at_once_cannot_both_pass(store):
+    """The toolchain check and the rows it checks are one step for concurrent writers too: while one import
+    of a series is open, another waits, and then sees it."""
+    with history.open_history(store) as first:
+        outcome: list = []
+        history_migrate.begin(first._conn)
+        first._import_tx(first._conn, [result(toolchain="2023b")], "a", "schedule", False, "", "d-a")
+
+        def other() -> None:
+            try:
+                with history.open_history(store) as second:     # another writer, its own connection
+                    outcome.append(second.import_results([result(toolchain="2024a")], run_id="b"))
+            except InputError as err:
+                outcome.append(err)
+        waiting = threading.Thread(target=other)
+        waiting.start()
+        waiting.join(timeout=1.5)
+        assert waiting.is_alive() and outcome == []         # the second import waits for the first
+        first._conn.exec_driver_sql("COMMIT")
+        waiting.join(timeout=60)
+        assert len(outcome) == 1 and isinstance(outcome[0], InputError) and "not mixed" in str(outcome[0])
+        assert [r.run_id for r in first.runs()] == ["a"]
 
 
 # -- copy ---------------------------------------------------------------------
