@@ -265,7 +265,8 @@ def test_the_grafana_views_give_one_series_per_key_with_its_band_and_change_poin
                       'iris/skylake source osu_latency {"placement":"same_numa","size":8192} latency']
     aion = [r for r in rows if r[0] == series[0]]
     assert len(aion) == 30 and aion[0][3] == "" and aion[0][6] == "0"     # no band before the first run
-    points = history.open_history(url).series_runs(KEY)
+    with history.open_history(url) as db:
+        points = db.series_runs(KEY)
     assert [round(float(r[2]), 9) for r in aion] == [round(p.median, 9) for p in points]
     # Before the step the value sits inside the band of the 10 runs before it; the step leaves it.
     assert all(float(r[3]) <= float(r[2]) <= float(r[5]) for r in aion[11:18])
