@@ -24,6 +24,7 @@ from mpiregress.builds.common import program_sources
 from mpiregress.cluster import nodeloss
 from mpiregress.errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
 from mpiregress.families import osu_output
+from mpiregress.history import url as history_url
 from mpiregress.model import baselines, manifest, microarch, results, systems, toolchain
 from mpiregress.model.names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 from mpiregress.report import summary, verdict_text
@@ -560,13 +561,13 @@ def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, 
     from mpiregress.verdict import node_noise as nodehistory
 
     partitions = sorted({(r.system, r.partition) for r in found})
-    db = paths.history_db()
-    if not db.exists():
+    db = history_url.resolve(None)
+    if not history_url.exists(db):
         return {where: {} for where in partitions}
     try:
         with open_history(db) as history:
             return {where: nodehistory.node_efficiencies(history, *where) for where in partitions}
-    except InputError as err:
+    except (InputError, InfrastructureError) as err:
         # The measurements matter more than the noise rule: judge them without it, and say so.
         _log(f"node noise history not read, so no result is reclassified as noisy: {err}")
         return {where: {} for where in partitions}
@@ -580,15 +581,15 @@ def choose_repeat(opts: RunOptions) -> tuple[int, str]:
     from mpiregress.verdict.history_gate import GateConfig
 
     tolerance = GateConfig().min_effect["latency"]
-    db = paths.history_db()
+    db = history_url.resolve(None)
     partitions = [opts.partition] if opts.partition else [p.name for p in get(opts.system).partitions]
     latest: dict[str, float] = {}
-    if db.exists():
+    if history_url.exists(db):
         with open_history(db) as history:
             for partition in partitions:
                 for node, values in nodehistory.node_efficiencies(history, opts.system, partition).items():
                     latest[f"{partition}/{node}"] = values[-1]
-    return nodehistory.auto_repeats(latest, tolerance, str(db))
+    return nodehistory.auto_repeats(latest, tolerance, history_url.display(db))
 
 
 def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:
