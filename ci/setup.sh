@@ -8,7 +8,9 @@ cd "$repo"
 
 # rsync: gitlab-ci-local's --shell-isolation copies each job's checkout with it.
 # iproute2 (ip, tc): the local cluster's nodes live in network namespaces (nsenter/unshare: util-linux).
-apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git rsync iproute2 util-linux)
+# libpq5: psycopg's libpq (the PostgreSQL history); postgresql: the real server the history tests start.
+apt_packages=(slurm-wlm munge openmpi-bin libopenmpi-dev hwloc lmod build-essential git rsync iproute2 util-linux
+              libpq5 postgresql)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 
 from mpiregress import __version__, commands
 from mpiregress.errors import CANCELLED, ERROR, MpiRegressError
+from mpiregress.history.url import mask
 from mpiregress.paths import state_dir
 from mpiregress.run.cancel import Cancelled
 
@@ -58,6 +59,8 @@ def _inputs(args: argparse.Namespace) -> str:
         for item in values:
             if isinstance(item, Path):
                 named.append(str(item) if key in ("results",) else f"--{key.replace('_', '-')} {item}")
+            elif key == "db" and isinstance(item, str):
+                named.append(f"--db {mask(item)}")
     return ", ".join(named) or "no file argument"
 
 
@@ -65,7 +68,8 @@ def _crash_log(argv: Sequence[str], text: str) -> Path:
     """Write the traceback to a log file (state folder, else the temp folder) and return its path."""
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    body = f"mpiregress {' '.join(argv)}\n{text}"
+    # A history URL's password (--db postgresql://user:secret@...) never reaches a log.
+    body = mask(f"mpiregress {' '.join(argv)}\n{text}")
     for folder in (state_dir() / "log", Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -85,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         code = args.func(args)
     except MpiRegressError as err:
-        print(f"{prefix} {err}", file=sys.stderr)
+        print(f"{prefix} {mask(err)}", file=sys.stderr)
         return err.exit_code
     except Cancelled as err:
         print(f"{prefix} {err.sentence}; exit {CANCELLED}", file=sys.stderr)
@@ -102,7 +106,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.environ.get("MPIREGRESS_DEBUG"):
             raise
         log = _crash_log(argv, traceback.format_exc())
-        print(f"{prefix} unexpected {type(err).__name__} ({' '.join(str(err).split())[:200]}) while "
+        print(f"{prefix} unexpected {type(err).__name__} ({mask(' '.join(str(err).split()))[:200]}) while "
               f"handling {_inputs(args)}; the traceback is in {log}", file=sys.stderr)
         return ERROR
     code = int(code or 0)

@@ -1,4 +1,4 @@
-"""Shared fixtures: the test session's own local Slurm cluster.
+"""Shared fixtures: the test session's own local Slurm cluster, and its own PostgreSQL server.
 
 The cluster lives in a temporary state folder with freshly picked ports, so it
 runs beside a developer's `mpiregress cluster start` cluster without touching
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from helpers.postgres import PostgresServer, start_server
 
 from mpiregress.cluster.local import REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 from mpiregress.errors import InfrastructureError
@@ -53,6 +54,29 @@ def local_cluster() -> Iterator[LocalCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One private PostgreSQL server (Debian's package, initdb in /tmp, its own port on 127.0.0.1) for the
+    whole session, stopped and removed at its end. Fails (never skips) without the package: ci/setup.sh
+    installs it, and the shared history is part of what this project must run."""
+    try:
+        server = start_server()
+    except RuntimeError as err:
+        pytest.fail(str(err), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path) -> str:
+    """Where a test's history lives: an SQLite file, or a fresh database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "h.sqlite")
+    return request.getfixturevalue("postgres_server").new_database()
 
 
 def _slurm(cluster: LocalCluster, *argv: str) -> str:

@@ -75,9 +75,9 @@ def test_a_bandwidth_drop_is_worse():
     assert cp.worse and cp.index == 35 and "worse" in cp.sentence()
 
 
-def test_scan_reads_every_accepted_series_of_the_history(tmp_path):
+def test_scan_reads_every_accepted_series_of_the_history(store):
     values = noisy_series(n=30, step_at=18, step=0.10, seed=3)
-    with history.open_history(tmp_path / "h.sqlite") as db:
+    with history.open_history(store) as db:
         for i, v in enumerate(values):
             db.import_results([pt2pt("aion", "batch", "eessi", "same_numa", "latency", v, samples=[v, v * 1.001],
                                       toolchain="2023b", time=f"2025-{1 + i // 4:02d}-{1 + 7 * (i % 4):02d}",

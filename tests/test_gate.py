@@ -120,8 +120,8 @@ def test_exit_codes_gate_on_regression_and_error_only():
 
 
 @pytest.fixture
-def db(tmp_path):
-    with history.open_history(tmp_path / "h.sqlite") as h:
+def db(store):
+    with history.open_history(store) as h:
         for week, samples in enumerate(QUIET):
             h.import_results([result(samples, week=week), result([15000.0, 15010.0, 14990.0], "bandwidth",
                                                                   week=week)], run_id=f"w{week}")
@@ -168,7 +168,7 @@ def test_compare_exits_1_on_a_regression_and_writes_markdown_and_junit(db, tmp_p
     results = write_results(tmp_path / "results.json", [result([2.4, 2.4, 2.4]),
                                                         result([15000.0, 15000.0, 15000.0], "bandwidth")])
     md, xml = tmp_path / "summary.md", tmp_path / "junit.xml"
-    code = cli.main(["compare", str(results), "--db", str(db.path), "--baselines-dir", str(tmp_path / "none"),
+    code = cli.main(["compare", str(results), "--db", str(db.location), "--baselines-dir", str(tmp_path / "none"),
                      "--markdown", str(md), "--junit", str(xml)])
     assert code == REGRESSION
     out = capsys.readouterr().out
@@ -180,7 +180,7 @@ def test_compare_exits_1_on_a_regression_and_writes_markdown_and_junit(db, tmp_p
 
 def test_compare_exits_2_when_a_check_crashed(db, tmp_path):
     results = write_results(tmp_path / "results.json", [result([], status="error", reason="timed out")])
-    assert cli.main(["compare", str(results), "--db", str(db.path),
+    assert cli.main(["compare", str(results), "--db", str(db.location),
                      "--baselines-dir", str(tmp_path / "none")]) == ERROR
 
 

@@ -44,8 +44,8 @@ def matrix(week, step_week=6, overrides=None):
 
 
 @pytest.fixture
-def db(tmp_path):
-    with history.open_history(tmp_path / "h.sqlite") as h:
+def db(store):
+    with history.open_history(store) as h:
         for week in range(14):
             h.import_results(matrix(week), run_id=f"w{week:02d}")
         yield h
@@ -60,7 +60,7 @@ def current_run():
 
 
 def test_html_is_self_contained_and_shows_everything(db):
-    data = report.build(current_run(), db, {}, results_source="results.json", history_source=str(db.path))
+    data = report.build(current_run(), db, {}, results_source="results.json", history_source=str(db.location))
     page = html.render(data)
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*https?:""", page, re.I)
     assert "http://" not in page and "https://" not in page and "url(" not in page
@@ -118,7 +118,7 @@ def test_the_report_command_writes_three_files_and_gates_only_when_asked(db, tmp
     results = tmp_path / "results.json"
     results.write_text(dump(current_run()))
     out = tmp_path / "reports"
-    args = ["report", str(results), "--db", str(db.path), "--baselines-dir", str(tmp_path / "none"),
+    args = ["report", str(results), "--db", str(db.location), "--baselines-dir", str(tmp_path / "none"),
             "--out-dir", str(out)]
     assert cli.main(args) == OK
     assert {p.name for p in out.iterdir()} == {"report.html", "summary.md", "junit.xml"}

@@ -98,6 +98,13 @@ export MPIREGRESS_INSTALL_ROOT="${MPIREGRESS_INSTALL_ROOT:-$MPIREGRESS_CHECKOUT/
 # The history database must outlive the pipeline: a site sets MPIREGRESS_HISTORY_DB to a
 # persistent file (the default below only lives as long as the job folder).
 export MPIREGRESS_HISTORY_DB="${MPIREGRESS_HISTORY_DB:-$MPIREGRESS_CHECKOUT/var/history.sqlite}"
+# A site whose runners share one PostgreSQL history sets MPIREGRESS_HISTORY_URL (postgresql://user@host/db,
+# the password in ~/.pgpass or a masked CI variable, never in the URL on a command line): mpiregress reads
+# it itself, so the jobs pass no --db then (docs/history.md).
+history_db=()
+if [ -z "${MPIREGRESS_HISTORY_URL:-}" ]; then
+    history_db=(--db "$MPIREGRESS_HISTORY_DB")
+fi
 # The local system's one-host Slurm lives in <state dir>/local-cluster: a runner that keeps one
 # cluster up between jobs points MPIREGRESS_LOCAL_STATE_DIR at it (short path: unix sockets).
 if [ -n "${MPIREGRESS_LOCAL_STATE_DIR:-}" ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # History job (weekly schedule and merges only): record the results of $MPIREGRESS_SYSTEM's
-# partitions in the SQLite history ($MPIREGRESS_HISTORY_DB) as accepted reference runs
-# (kind schedule or merge), one run per partition. Re-importing the same file is a no-op.
+# partitions in the history ($MPIREGRESS_HISTORY_URL's PostgreSQL server, else the SQLite file
+# $MPIREGRESS_HISTORY_DB) as accepted reference runs (kind schedule or merge), one run per partition.
+# Re-importing the same file is a no-op; a server that cannot be reached is exit 3 (GitLab retries the
+# job), and the results stay in the run jobs' artifacts for that retry.
 # The pipeline runs one such job at a time (resource_group mpiregress-history).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -21,5 +23,5 @@ if [ ${#results[@]} -eq 0 ]; then
     echo "history: no results.json from the run jobs of $MPIREGRESS_SYSTEM: nothing measured to record" >&2
     exit 2
 fi
-mkdir -p "$(dirname "$MPIREGRESS_HISTORY_DB")"
-mpiregress history import --db "$MPIREGRESS_HISTORY_DB" --kind "$kind" "${results[@]}"
+[ -n "${MPIREGRESS_HISTORY_URL:-}" ] || mkdir -p "$(dirname "$MPIREGRESS_HISTORY_DB")"
+mpiregress history import "${history_db[@]}" --kind "$kind" "${results[@]}"

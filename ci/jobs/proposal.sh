@@ -12,5 +12,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 out="$MPIREGRESS_REPORTS_DIR/proposal-$MPIREGRESS_SYSTEM"
 mkdir -p "$out"
-mpiregress baseline propose --system "$MPIREGRESS_SYSTEM" --db "$MPIREGRESS_HISTORY_DB" --merge-request \
+mpiregress baseline propose --system "$MPIREGRESS_SYSTEM" "${history_db[@]}" --merge-request \
     --evidence "$out/evidence.json" --description "$out/merge-request.md" > "$out/proposal.diff"

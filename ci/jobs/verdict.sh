@@ -33,4 +33,4 @@ fi
 extra=()
 # The schedule and merges confirm a history regression in a fresh allocation before it fails.
 case "${CI_PIPELINE_SOURCE:-}" in schedule|push) extra+=(--confirm) ;; esac
-mpiregress verdict "${results[@]}" "${ab[@]}" --db "$MPIREGRESS_HISTORY_DB" --out-dir "$out" "${extra[@]}"
+mpiregress verdict "${results[@]}" "${ab[@]}" "${history_db[@]}" --out-dir "$out" "${extra[@]}"

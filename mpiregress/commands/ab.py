@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mpiregress.errors import InputError
 from mpiregress.families.links import series as link_series
+from mpiregress.history import url as history_url
 from mpiregress.model import inputs
 from mpiregress.model.names import METRICS
 from mpiregress.report import ab as ab_report
@@ -25,9 +26,8 @@ from mpiregress.verdict.ab import judge, paired
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ab", help="judge an A/B run (B = the MR's build, A = the target branch's) on the same nodes")
     p.add_argument("results", type=Path, help="A/B result records (JSON list with ab_side, ab_pair, nodelist)")
-    p.add_argument("--db", type=Path, default=None,
-                   help="history file, for series with no A and for 'system' attribution "
-                        "(default: $MPIREGRESS_HISTORY_DB or var/history.sqlite, when it exists)")
+    p.add_argument("--db", default=None,
+                   help="for series with no A and for 'system' attribution, when it exists; " + history_url.DB_HELP)
     p.add_argument("--noise-probe", type=Path, help="JSON {node: [efficiency, [low, high]]} of this allocation")
     p.add_argument("--links", type=Path,
                    help="results.json of a link run (the links job's report folder); default: the run's own "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mpiregress import paths
 from mpiregress.errors import OK, InputError
+from mpiregress.history import url as history_url
 from mpiregress.history.store import open_existing
 from mpiregress.model.baselines import for_system
 from mpiregress.model.names import SYSTEMS
@@ -23,8 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs.required = True
     pro = verbs.add_parser("propose", help="print a unified diff of proposed baselines (nothing is written by default)")
     pro.add_argument("--system", required=True, choices=SYSTEMS)
-    pro.add_argument("--db", type=Path, default=None,
-                     help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    pro.add_argument("--db", default=None, help=history_url.DB_HELP)
     pro.add_argument("--baselines-dir", type=Path, default=None,
                      help="default: $MPIREGRESS_BASELINES_DIR or baselines/")
     pro.add_argument("--toolchain", help="toolchain of the proposal (default: the current file's)")
@@ -49,7 +49,8 @@ def run_propose(args: argparse.Namespace) -> int:
     current = for_system(args.system, Path(directory)) if path.exists() else None
     history = open_existing(args.db)
     if history is None:
-        raise InputError(f"history file {args.db or paths.history_db()} does not exist: nothing to propose from")
+        raise InputError(f"history {history_url.display(history_url.resolve(args.db))} does not exist: "
+                         f"nothing to propose from")
     with history:
         proposal = propose(history, args.system, current, path, toolchain=args.toolchain,
                            source=str(history.path), accept_anomalies=args.accept_anomalies)

@@ -9,6 +9,7 @@ from typing import Optional
 from mpiregress import paths, report
 from mpiregress.builds import differences
 from mpiregress.errors import InputError
+from mpiregress.history import url as history_url
 from mpiregress.history.store import open_existing, read_results_file
 from mpiregress.model import manifest, toolchain
 from mpiregress.report import junit, markdown, verdict_text
@@ -22,8 +23,7 @@ from mpiregress.verdict.history_gate import GateConfig, load_baselines
 def add_gate_options(p: argparse.ArgumentParser) -> None:
     """Options shared by compare and report: where the inputs are and the gate's knobs."""
     p.add_argument("results", type=Path, help="results.json of the run to judge")
-    p.add_argument("--db", type=Path, default=None,
-                   help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    p.add_argument("--db", default=None, help=history_url.DB_HELP)
     p.add_argument("--baselines-dir", type=Path, default=None, help="default: $MPIREGRESS_BASELINES_DIR or baselines/")
     p.add_argument("--exclude-run", help="a run id already imported from these same results (not compared with itself)")
     defaults = GateConfig()
@@ -71,18 +71,19 @@ def build_report(args: argparse.Namespace, with_trends: bool,
     config = gate_config(args)
     results = read_results_file(args.results)
     books = load_baselines([r.system for r in results], args.baselines_dir or paths.baselines_dir())
-    db_path = Path(args.db) if args.db else paths.history_db()
+    db_path = history_url.resolve(args.db)
+    shown = history_url.display(db_path)
     history = open_existing(db_path)
     try:
         data = report.build(results, history, books, config, results_source=str(args.results),
-                            history_source=str(db_path) if history else "", exclude_run=args.exclude_run,
+                            history_source=shown if history else "", exclude_run=args.exclude_run,
                             with_trends=with_trends, stacks=_stacks(), builds=_builds(), event=args.event,
                             evidence=evidence)
     finally:
         if history:
             history.close()
     if history is None:
-        data.notes.insert(0, f"History file {db_path} does not exist: judged against the baselines files only.")
+        data.notes.insert(0, f"History file {shown} does not exist: judged against the baselines files only.")
     return data
 
 

@@ -1,4 +1,5 @@
-"""``mpiregress history``: import runs into the history, accept MR runs, list, export, scan for change points."""
+"""``mpiregress history``: import runs into the history, accept MR runs, list, export, scan for change points,
+copy a whole history between stores (SQLite file, PostgreSQL server)."""
 from __future__ import annotations
 
 import argparse
@@ -6,17 +7,19 @@ import sys
 from pathlib import Path
 
 from mpiregress.errors import OK, InputError
+from mpiregress.history import copy as history_copy
 from mpiregress.history import store as history
+from mpiregress.history import url as history_url
 from mpiregress.verdict import changepoint
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None,
-                   help="history file (default: $MPIREGRESS_HISTORY_DB or var/history.sqlite)")
+    p.add_argument("--db", default=None, help=history_url.DB_HELP)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("history", help="the SQLite history of results: import, accept, list, export, changes")
+    p = sub.add_parser("history", help="the history of results (SQLite file or PostgreSQL): import, accept, list, "
+                                       "export, changes, copy")
     verbs = p.add_subparsers(dest="verb", metavar="VERB")
     verbs.required = True
 
@@ -50,7 +53,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     chg = verbs.add_parser("changes", help="change points of every accepted series (the weekly scan)")
     _db_option(chg)
     chg.add_argument("--since", help="only change points from this ISO date on, e.g. 2025-05-01")
+    chg.add_argument("--store", action="store_true",
+                     help="also keep them in the history (table change_points; Grafana's annotations)")
     chg.set_defaults(func=run_changes)
+
+    cp = verbs.add_parser("copy", help="copy a whole history to another store (SQLite <-> PostgreSQL), counts checked")
+    cp.add_argument("--from", dest="source", required=True, help="the history to copy: a file or a postgresql:// URL")
+    cp.add_argument("--to", dest="destination", required=True,
+                    help="where to: a file or a postgresql:// URL (created or migrated; runs it holds are kept)")
+    cp.set_defaults(func=run_copy)
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -103,9 +114,27 @@ def run_export(args: argparse.Namespace) -> int:
 def run_changes(args: argparse.Namespace) -> int:
     with history.open_history(args.db) as db:
         found = changepoint.scan(db, since=args.since)
+        stored = db.store_change_points(found) if args.store else None
+    if stored is not None:
+        print(f"{stored} new change point(s) stored in {db.path}")
     if not found:
         print("no change point in any accepted series")
     for points in found.values():
         for cp in points:
             print(cp.sentence())
+    return OK
+
+
+def run_copy(args: argparse.Namespace) -> int:
+    source_at = history_url.resolve(args.source)
+    destination_at = history_url.resolve(args.destination)
+    if history_url.display(source_at) == history_url.display(destination_at):
+        raise InputError(f"--from and --to are the same history ({history_url.display(source_at)}): nothing to copy")
+    source = history.open_existing(source_at)
+    if source is None:
+        raise InputError(f"history {history_url.display(source_at)} does not exist (or holds no history): "
+                         f"nothing to copy")
+    with source, history.open_history(destination_at) as destination:
+        summary = history_copy.copy(source, destination)
+        print(summary.sentence(str(source.path), str(destination.path)))
     return OK

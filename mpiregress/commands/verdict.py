@@ -21,6 +21,7 @@ from mpiregress import paths
 from mpiregress.commands.compare import add_gate_options, build_report, gate_config
 from mpiregress.commands.confirm import confirmations as confirm_run
 from mpiregress.errors import InputError, MpiRegressError
+from mpiregress.history import url as history_url
 from mpiregress.history.store import open_existing, read_results_file
 from mpiregress.model import inputs
 from mpiregress.model.baselines import for_system
@@ -80,7 +81,7 @@ def changed_paths(listing: Optional[Path]) -> Optional[list[str]]:
     return done.stdout.split()
 
 
-def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list], dict]:
+def _paired(folders: Sequence[Path], db: Optional[history_url.Location]) -> tuple[Optional[list], dict]:
     """Paired verdicts and causes of every A/B folder (None when no A/B job ran)."""
 
     if not folders:
@@ -119,8 +120,8 @@ def _verdict(args: argparse.Namespace) -> int:
     results: list[Result] = read_results_file(args.results)
     for more in args.more_results:
         results += read_results_file(more)
-    db_path = Path(args.db) if args.db else paths.history_db()
-    paired, causes = _paired(args.ab, db_path if db_path.exists() else None)
+    db_path = history_url.resolve(args.db)
+    paired, causes = _paired(args.ab, db_path if history_url.exists(db_path) else None)
     confirmations = None
     notes: list[str] = []
     if rules.confirm_history and args.confirm:
@@ -158,7 +159,7 @@ def _verdict(args: argparse.Namespace) -> int:
     return data.exit_code
 
 
-def weekly_sections(data: "ReportData", db_path: Path, baselines_dir: Path) -> str:
+def weekly_sections(data: "ReportData", db_path: history_url.Location, baselines_dir: Path) -> str:
     """What the weekly issue carries beyond the verdict: the week's changes and the held-back proposals.
 
     Both are decided elsewhere (the change points by the report's scan, what a proposal holds back by

@@ -29,6 +29,7 @@ from mpiregress.errors import CANCELLED, ERROR, InfrastructureError, InputError,
 from mpiregress.families import osu_output
 from mpiregress.families.coll import algorithms, plan
 from mpiregress.families.coll.algorithms import COLLECTIVES
+from mpiregress.history import url as history_url
 from mpiregress.history.store import open_history
 from mpiregress.model import baselines, manifest, microarch, results, systems, toolchain
 from mpiregress.model.names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
@@ -564,13 +565,13 @@ def _node_noise(found: list[results.Result]) -> dict[tuple[str, str], dict[str, 
     """Each measured partition's node noise history ({} per partition without a history file)."""
 
     partitions = sorted({(r.system, r.partition) for r in found})
-    db = paths.history_db()
-    if not db.exists():
+    db = history_url.resolve(None)
+    if not history_url.exists(db):
         return {where: {} for where in partitions}
     try:
         with open_history(db) as history:
             return {where: nodehistory.node_efficiencies(history, *where) for where in partitions}
-    except InputError as err:
+    except (InputError, InfrastructureError) as err:
         # The measurements matter more than the noise rule: judge them without it, and say so.
         _log(f"node noise history not read, so no result is reclassified as noisy: {err}")
         return {where: {} for where in partitions}
@@ -580,15 +581,15 @@ def choose_repeat(opts: RunOptions) -> tuple[int, str]:
     """``--repeat auto``: repetitions from the latest noise of the partitions' nodes in the history, and why."""
 
     tolerance = GateConfig().min_effect["latency"]
-    db = paths.history_db()
+    db = history_url.resolve(None)
     partitions = [opts.partition] if opts.partition else [p.name for p in get(opts.system).partitions]
     latest: dict[str, float] = {}
-    if db.exists():
+    if history_url.exists(db):
         with open_history(db) as history:
             for partition in partitions:
                 for node, values in nodehistory.node_efficiencies(history, opts.system, partition).items():
                     latest[f"{partition}/{node}"] = values[-1]
-    return nodehistory.auto_repeats(latest, tolerance, str(db))
+    return nodehistory.auto_repeats(latest, tolerance, history_url.display(db))
 
 
 def _dry_run_verdict(found: list[results.Result], opts: RunOptions) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from mpiregress.history.store import History, open_existing
 from mpiregress.model.names import METRICS
@@ -58,7 +58,7 @@ def history_inputs(records: Sequence[Mapping[str, Any]], history: Optional[Histo
     return runs, a_vs, b_vs
 
 
-def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None,
+def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Union[Path, str, None] = None,
               config: paired.PairedConfig = paired.PairedConfig(), noise: Optional[Mapping] = None,
               links: Optional[Mapping] = None) -> tuple[list[paired.PairedVerdict], dict]:
     """(verdict per series, cause sentence per failing series) of one A/B run.
