@@ -38,7 +38,7 @@ from .builds.common import program_sources
 from .errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
 from .names import FAMILIES, METHODS, METRICS, PLACEMENTS, PT2PT
 from .report import verdict_text
-from .verdict import band, compose
+from .verdict import band, compose, cross_method
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -487,6 +487,8 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         return code
     _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
+    # A method with no baseline yet is held against the others that measured the series (not an error).
+    cross_method.adopt_unbaselined(found)
     problems = summary.require_methods(found, opts.methods or [])
     judged = compose.of_run(found, problems, opts.event)
     code = compose.exit_code(judged, opts.measure_only)

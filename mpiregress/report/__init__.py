@@ -125,7 +125,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     values = consistency.method_values(results)
     collectives = _collectives(results)
     # One finding per fact: Iris' broadwell and skylake copies of one shortfall are one finding naming both.
-    findings = consistency.group(consistency.check(values, noise, stacks=stacks, builds=builds))
+    findings = consistency.group(consistency.check(values, noise, stacks=stacks, builds=builds,
+                                                   samples=consistency.method_samples(results)))
     baseline_findings = consistency.group(consistency.baseline_gaps(books.values(), values, noise))
     found_causes = causes(results, verdicts, history)
     given = evidence or Evidence()

@@ -20,7 +20,7 @@ from .. import errors
 from ..links.series import BENCHMARK as LINKTEST
 from ..results import Result
 from ..series import SeriesKey
-from . import policy
+from . import cross_method, policy
 from .cross_method import Finding as CrossFinding
 from .history_gate import Verdict
 
@@ -191,6 +191,13 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
             out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
         if r.conditions.get("verdict") == "noisy":
             out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
+        if r.conditions.get("verdict") == cross_method.NO_BASELINE:
+            # Not an error: held against the other methods instead (docs/pipeline.md, "A new build method");
+            # it needs a look when behind them, said once (by the cross-method finding where there is one).
+            flagged = any(f.kind == "behind" and f.method == r.method and (f.system, f.partition, f.benchmark,
+                          f.parameters, f.metric) == key.without() for f in ev.cross)
+            state = "needs a look" if r.conditions.get("behind") and not flagged else EVIDENCE
+            out.append(Finding(state, "cross-method", key.name(), r.reason, key=key))
         if r.status != "fail":
             continue
         if r.benchmark == LINKTEST:
@@ -303,6 +310,9 @@ def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:
     out = []
     for f in ev.cross:
         subject = f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})"
+        if f.kind == "short":       # a gap on too few samples to judge: shown, never flagged
+            out.append(Finding(EVIDENCE, "cross-method", subject, f.sentence()))
+            continue
         already = ev.cross_before is not None and any(
             (b.method, b.system, b.partition, b.benchmark, b.parameters, b.metric) ==
             (f.method, f.system, f.partition, f.benchmark, f.parameters, f.metric) for b in ev.cross_before)
@@ -338,10 +348,8 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
 
 def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
     """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
-    from . import cross_method
-
-    return compose(event, Evidence(results=results, problems=problems,
-                                   cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))
+    return compose(event, Evidence(results=results, problems=problems, cross=cross_method.group(
+        cross_method.check(cross_method.method_values(results), samples=cross_method.method_samples(results)))))
 
 
 def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:
