@@ -310,12 +310,14 @@ def default_noise(system: str, metric: str) -> float:
 
 def stack_differences(manifests: Iterable[Manifest], toolchain: Toolchain) -> dict[str, str]:
     """{method: "spack: UCX 1.17.0 without verbs; PMIx 5.0.3 (toolchain: 4.2.6)"} for each build
-    whose recorded MPI stack (manifest ``stack``) is not the toolchain's."""
-    from ..builds.common import stack_problems
+    whose recorded MPI stack (manifest ``stack``) is not the toolchain's, or whose MPI lacks a feature the
+    toolchain asks for (its own ompi_info: "its Open MPI 4.1.4 has no ucx")."""
+    from ..builds.common import capability_problems, stack_problems
 
     out: dict[str, str] = {}
     for m in manifests:
         problems = stack_problems(m.stack, toolchain, complete=m.method in COMPLETE_STACKS)
+        problems += capability_problems(m.extra.get("mpi_capabilities") or {}, toolchain)
         if problems:
             out[m.method] = f"{m.method}: {'; '.join(problems)}"
     return out
