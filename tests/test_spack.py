@@ -267,6 +267,12 @@ def test_real_spack_build_of_the_double_on_the_local_system(tmp_path: Path):
     assert m.extra["checksum_override"]["sha256"] == sha and m.extra["spack_hash"]
     assert Path(m.extra["source_mirror"]).name.startswith(toolchain.load(REPO_ROOT / "toolchains" / "2023b.yaml")
                                                           .osu["sha256"])
+    # The project's programs from Spack's own install, loaded with its install tree (issue 33).
+    assert "config:install_tree:root:" in m.extra["programs_setup"][0] and m.extra["programs_mpicc"]
+    assert m.extra["mpi_capabilities"]["components"]["pml"] and "mpi_variants" not in m.extra or \
+        not m.extra["mpi_external"] or m.extra["mpi_variants"] == {}
+    again = subprocess.run(proc.args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "reusing the existing Spack build" in again.stderr, again.stderr[-2000:]
 
 
 def test_manifest_of_the_by_hand_local_build_with_an_external_openmpi(tc):
