@@ -190,7 +190,11 @@ def test_a_gap_on_one_sample_per_build_is_evidence_with_what_would_decide_it_nev
                                 "and with them a gap >= 64% is flagged")
     verdict = compose.of_run(README_MAIN_JOB)
     assert verdict.state == "pass"
-    assert [f.judge for f in verdict.of(compose.EVIDENCE)] == ["cross-method"]
+    gap, said = verdict.of(compose.EVIDENCE)
+    assert gap.judge == said.judge == "cross-method" and gap.sentence == short.sentence()
+    # The verdict says what the check could and could not see.
+    assert said.sentence == ("compared easybuild, source had fewer than 3 samples per build on 1 measurement(s) two "
+                             "or more of them made: not judged there (mpiregress run --repeat 3 judges them).")
     # Three samples per build, the same gap: judged, and flagged with its samples.
     repeated = [result("source", 14.56, placement="cross_node", metric="latency", system="local",
                        samples=(14.5, 14.56, 14.7)),
@@ -199,6 +203,11 @@ def test_a_gap_on_one_sample_per_build_is_evidence_with_what_would_decide_it_nev
     [behind] = consistency.check(consistency.method_values(repeated), samples=consistency.method_samples(repeated))
     assert behind.kind == "behind" and "(noise allows 64%, 3 samples per build)" in behind.sentence()
     assert compose.of_run(repeated).state == "needs a look"
+    alike = [result(m, v, placement="cross_node", metric="latency", system="local", samples=(v, v * 1.01, v * 0.99))
+             for m, v in (("source", 14.56), ("easybuild", 14.9))]
+    [power] = compose.of_run(alike).of(compose.EVIDENCE)
+    assert power.sentence == ("compared easybuild, source on 1 measurement(s) with enough samples: a gap >= 64% would "
+                              "have been flagged.")
 
 
 def test_this_runs_own_spread_widens_the_threshold_when_larger():
@@ -256,7 +265,8 @@ def test_a_method_with_no_baseline_yet_is_held_against_the_others_with_a_propose
                             "sample(s) per build); proposed baseline 9000 MB/s (mpiregress baseline propose)")
     verdict = compose.of_run(found)
     assert verdict.state == "pass"
-    assert [(f.state, f.judge) for f in verdict.findings] == [(compose.EVIDENCE, "cross-method")]
+    assert [(f.state, f.judge, f.subject) for f in verdict.findings] == [
+        (compose.EVIDENCE, "cross-method", found[1].key().name()), (compose.EVIDENCE, "cross-method", "the build methods")]
     # Far behind the others with no band to judge it: it needs a look, even on one sample.
     slow = [result("source", 9100.0, system="local"), _no_baseline(result("spack", 1000.0, system="local"))]
     consistency.adopt_unbaselined(slow)

@@ -137,7 +137,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
         before = consistency.group(consistency.check(consistency.history_values(last), noise))
     pipeline = compose.compose(event, replace(
         given, results=list(results), history=verdicts, cross=findings, baseline_findings=baseline_findings,
-        causes={**found_causes, **given.causes}, cross_before=before))
+        causes={**found_causes, **given.causes}, cross_before=before,
+        cross_power=given.cross_power or consistency.power(values, consistency.method_samples(results), noise)))
     return ReportData(results=list(results), verdicts=verdicts, findings=findings,
                       baseline_findings=baseline_findings,
                       changes=changes, trends=trends, baselines=books, config=config,

@@ -65,6 +65,7 @@ class Evidence:
     cross: Sequence[CrossFinding] = ()                   # methods behind the best on one placement
     cross_before: Optional[Sequence[CrossFinding]] = None   # the same check on the latest accepted history
     baseline_findings: Sequence[CrossFinding] = ()       # lenient or stale baseline bands
+    cross_power: str = ""     # what cross-method could have seen where it passed (cross_method.power), evidence
     causes: Mapping[SeriesKey, str] = field(default_factory=dict)
     problems: Sequence[str] = ()                         # the run's own errors, one sentence each
     infrastructure: Sequence[str] = ()                   # Slurm or the network stopped checks
@@ -140,6 +141,8 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _history(ev, rules, paired)
     found += _paired(ev, rules)
     found += _cross(ev, rules)
+    if ev.cross_power:
+        found.append(Finding(EVIDENCE, "cross-method", "the build methods", ev.cross_power))
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
@@ -348,8 +351,9 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
 
 def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
     """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
+    values, samples = cross_method.method_values(results), cross_method.method_samples(results)
     return compose(event, Evidence(results=results, problems=problems, cross=cross_method.group(
-        cross_method.check(cross_method.method_values(results), samples=cross_method.method_samples(results)))))
+        cross_method.check(values, samples=samples)), cross_power=cross_method.power(values, samples)))
 
 
 def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:

@@ -182,30 +182,46 @@ def group(findings: Sequence[Finding]) -> list[Finding]:
     return out
 
 
+def _thresholds(values: Mapping[GroupKey, Mapping[str, float]],
+                samples: Optional[Mapping[GroupKey, Mapping[str, Sequence[float]]]],
+                noise: Optional[Mapping[SeriesKey, float]], z: float, min_gap: float
+                ) -> tuple[list[float], list[float]]:
+    """(thresholds where enough samples judged, thresholds where too few did) of the groups two methods measured."""
+    judged: list[float] = []
+    short: list[float] = []
+    for g, by_method in values.items():
+        if len(by_method) < 2:
+            continue
+        n = _fewest(g, by_method, samples)
+        (judged if n >= MIN_SAMPLES else short).append(_threshold(g, tuple(by_method), noise or {}, z, min_gap,
+                                                                  samples, n))
+    return judged, short
+
+
+def _range(thresholds: Sequence[float]) -> str:
+    low, high = min(thresholds), max(thresholds)
+    return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
+
+
+def _not_judged(short: Sequence[float]) -> str:
+    return (f"had fewer than {MIN_SAMPLES} samples per build on {len(short)} measurement(s) two or more of them "
+            f"made: not judged there (mpiregress run --repeat {MIN_SAMPLES} judges them)")
+
+
 def agreement(values: Mapping[GroupKey, Mapping[str, float]],
               samples: Optional[Mapping[GroupKey, Mapping[str, Sequence[float]]]] = None,
               noise: Optional[Mapping[SeriesKey, float]] = None, z: float = Z, min_gap: float = MIN_GAP) -> str:
     """What to say when no method is behind: 'agree' only when two or more methods measured the same thing,
     with the check's power (the gap it would have flagged) and what it could not judge for want of samples."""
     methods = sorted({m for by_method in values.values() for m in by_method})
-    shared = [g for g, by_method in values.items() if len(by_method) > 1]
-    if shared:
-        judged: list[float] = []
-        short: list[float] = []
-        for g in shared:
-            n = _fewest(g, values[g], samples)
-            (judged if n >= MIN_SAMPLES else short).append(_threshold(g, tuple(values[g]), noise or {}, z, min_gap,
-                                                                      samples, n))
+    judged, short = _thresholds(values, samples, noise, z, min_gap)
+    if judged or short:
         said = [f"The build methods that ran ({', '.join(methods)})"]
         if judged:
-            low, high = min(judged), max(judged)
-            power = f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%}-{high:.0%}"
             said.append(f" agree within the noise on the {len(judged)} measurement(s) two or more of them made — "
-                        f"a gap >= {power} would have been flagged")
+                        f"a gap >= {_range(judged)} would have been flagged")
         if short:
-            said.append(f"{';' if judged else ''} had fewer than {MIN_SAMPLES} samples per build on "
-                        f"{len(short)} measurement(s) two or more of them made: not judged there (mpiregress run "
-                        f"--repeat {MIN_SAMPLES} judges them)")
+            said.append(f"{';' if judged else ''} {_not_judged(short)}")
         return "".join(said) + "."
     if len(methods) == 1:
         return f"Only one build method ran ({methods[0]}): there is nothing to compare it with."
@@ -213,6 +229,25 @@ def agreement(values: Mapping[GroupKey, Mapping[str, float]],
         return (f"The build methods that ran ({', '.join(methods)}) never measured the same thing: there is "
                 f"nothing to compare.")
     return "No build method measured anything: there is nothing to compare."
+
+
+def power(values: Mapping[GroupKey, Mapping[str, float]],
+          samples: Optional[Mapping[GroupKey, Mapping[str, Sequence[float]]]] = None,
+          noise: Optional[Mapping[SeriesKey, float]] = None, z: float = Z, min_gap: float = MIN_GAP) -> str:
+    """What the check could have seen, for the verdict ('' when no two methods measured one series):
+    "compared easybuild, source, spack on 16 measurement(s) with enough samples: a gap >= 64% would have been
+    flagged"."""
+    judged, short = _thresholds(values, samples, noise, z, min_gap)
+    if not judged and not short:
+        return ""
+    methods = ", ".join(sorted({m for by_method in values.values() if len(by_method) > 1 for m in by_method}))
+    said = f"compared {methods}"
+    if judged:
+        said += (f" on {len(judged)} measurement(s) with enough samples: a gap >= {_range(judged)} would have "
+                 f"been flagged")
+    if short:
+        said += f"{';' if judged else ''} {_not_judged(short)}"
+    return said + "."
 
 
 def _fewest(group: GroupKey, by_method: Mapping[str, float],
