@@ -589,6 +589,8 @@ def build(options: BuildOptions) -> Manifest:
                                               setup=manifest.env["setup"], install_root=options.install_root,
                                               log=log, mpi_prefix=mpi_prefix)
     manifest.extra["programs_setup"] = list(manifest.env["setup"])
+    manifest.extra["programs_mpicc"] = common.loaded_mpicc(manifest.env["setup"], f"the {METHOD} build's modules",
+                                                           mpi_prefix=mpi_prefix)
     manifest.extra["mpi_capabilities"] = common.mpi_capabilities(manifest.env["setup"], mpi_prefix)
     manifest.notes += [f"MPI differs from toolchain {tc.name}: {p}"
                        for p in common.capability_problems(manifest.extra["mpi_capabilities"], tc)]

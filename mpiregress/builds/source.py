@@ -110,7 +110,8 @@ def build(options: BuildOptions) -> Manifest:
         env={"setup": [], "modules": [], "env_vars": tc.runtime_env},
         extra={"tarball": str(tarball), "build_dir": str(workdir), "build_log": str(log),
                "configure": configure, "system": options.system, "partition": options.partition,
-               "mpi_capabilities": capabilities, "input_hash": inputs},
+               "mpi_capabilities": capabilities, "input_hash": inputs,
+               "programs_setup": [], "programs_mpicc": shutil.which("mpicc") or "mpicc"},
         notes=notes, stack=stack, programs=programs,
     )
     return common.record(manifest, options.manifest_dir, "'make install' finished", log)
