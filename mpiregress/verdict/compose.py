@@ -314,7 +314,11 @@ def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:
     for f in ev.cross:
         subject = f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})"
         if f.kind == "short":       # a gap on too few samples to judge: shown, never flagged
-            out.append(Finding(EVIDENCE, "cross-method", subject, f.sentence()))
+            adopted = any(r.method == f.method and r.conditions.get("verdict") == cross_method.NO_BASELINE and
+                          r.key().without() == (f.system, f.partition, f.benchmark, f.parameters, f.metric)
+                          for r in ev.results)
+            if not adopted:        # a method with no baseline yet says it in its own sentence (_band)
+                out.append(Finding(EVIDENCE, "cross-method", subject, f.sentence()))
             continue
         already = ev.cross_before is not None and any(
             (b.method, b.system, b.partition, b.benchmark, b.parameters, b.metric) ==

@@ -413,9 +413,10 @@ def adopt_unbaselined(results: Sequence[Result], noise: Optional[Mapping[SeriesK
     A result the band left "error" for want of a baseline (``conditions["baseline"] == "none"``), whose series
     another method measured and its band judged, becomes ``pass`` with ``conditions["verdict"] == NO_BASELINE``,
     the proposed baseline (its own median) in ``conditions["proposed_baseline"]`` and a reason saying how it
-    compares with the others; ``conditions["behind"]`` when it is behind the best beyond the noise (then it
-    needs a look, whatever its samples: no band judges it). A series no judged method measured stays an
-    error: nothing holds it against anything. How many were adopted.
+    compares with the others; ``conditions["behind"]`` when it is behind the best beyond the noise on
+    MIN_SAMPLES samples per build or more (then it needs a look; on fewer the gap is shown, not judged, as
+    :func:`check` does). A series no judged method measured stays an error: nothing holds it against
+    anything. How many were adopted.
     """
     samples = method_samples(results)
     values = {g: {m: statistics.median(v) for m, v in by.items()} for g, by in samples.items()}
@@ -441,9 +442,15 @@ def adopt_unbaselined(results: Sequence[Result], noise: Optional[Mapping[SeriesK
             where = f"the best of them ({ahead:.0%} ahead of {compare_with})"
         else:
             where = f"{gap:.0%} behind {best_method}"
-        behind = gap > threshold
-        judged = (f"{'beyond' if behind else 'within'} the noise: a gap >= {threshold:.0%} would be flagged"
-                  f"{'' if fewest >= MIN_SAMPLES else f' ({fewest} sample(s) per build)'}")
+        beyond = gap > threshold
+        if fewest < MIN_SAMPLES:
+            # One value per build says nothing of the run's noise (issue 30): shown, not judged.
+            judged = (f"{'beyond' if beyond else 'within'} the noise on {fewest} sample(s) per build: not judged, "
+                      f"{MIN_SAMPLES} per build are needed (mpiregress run --repeat {MIN_SAMPLES}), and with them a "
+                      f"gap >= {threshold:.0%} is flagged")
+        else:
+            judged = f"{'beyond' if beyond else 'within'} the noise: a gap >= {threshold:.0%} would be flagged"
+        behind = beyond and fewest >= MIN_SAMPLES
         r.status = "pass"
         r.conditions.update({"verdict": NO_BASELINE, "proposed_baseline": own, "behind": behind})
         r.reason = (f"{NO_BASELINE} — here is how it compares with the others: {r.method} {fv(own)} {unit}, "
