@@ -80,3 +80,56 @@ def test_what_the_real_local_builds_record(tmp_path: Path):
         back = manifest_mod.read(manifest_mod.write(m, tmp_path))
         assert differences.facts(back) == differences.facts(m)
     assert json.loads((tmp_path / "easybuild-x86_64_v4.json").read_text())["extra"]["module_env"]["OMPI_MCA_btl"]
+
+
+# --- issue 33: the MPI's real capabilities (its own ompi_info), for externals too --------------------
+
+DEBIAN_OMPI = (Path(__file__).parent / "data" / "ompi_info_parsable_debian12_openmpi_4.1.4.txt").read_text()
+
+
+def test_ompi_info_says_what_the_mpi_can_do_not_a_package_managers_defaults():
+    """The host's OpenMPI 4.1.4 (Debian 12): Spack's external record said fabrics=none, schedulers=none."""
+    from mpiregress.builds.common import parse_capabilities
+
+    caps = parse_capabilities(DEBIAN_OMPI, "1.13.1")
+    assert caps["version"] == "4.1.4" and caps["ucx"] == "1.13.1"
+    assert "ucx" in caps["components"]["pml"] and {"ofi", "tcp", "vader"} <= set(caps["components"]["btl"])
+    assert caps["slurm"] is True and caps["pmix"] == ["ext3x", "flux"]
+    assert "--with-ucx" in caps["configure"] and "--with-slurm" in caps["configure"]
+
+
+def test_a_build_whose_mpi_lacks_a_toolchain_feature_is_named_by_lint_and_cross_method(tmp_path: Path):
+    from mpiregress.builds.common import capability_problems, parse_capabilities
+    from mpiregress.definitions import lint
+    from mpiregress.model import manifest as manifest_mod
+    from mpiregress.model import toolchain
+    from mpiregress.paths import REPO_ROOT
+
+    tc = toolchain.load(toolchain.default_path())
+    full = parse_capabilities(DEBIAN_OMPI)
+    assert capability_problems(full, tc) == []
+    no_ucx = parse_capabilities("\n".join(line for line in DEBIAN_OMPI.splitlines() if not line.startswith("mca:pml:ucx")))
+    assert capability_problems(no_ucx, tc) == ["its Open MPI 4.1.4 has no ucx (pml:ucx in ompi_info)"]
+    a, b = source(), easybuild()
+    a.extra["mpi_capabilities"], b.extra["mpi_capabilities"] = full, no_ucx
+    said = consistency.stack_differences([a, b], tc)
+    assert "source" not in said and said["easybuild"].endswith("its Open MPI 4.1.4 has no ucx (pml:ucx in ompi_info)")
+    assert "easybuild MPI transports pml cm,monitoring,ob1,v" in differences.describe(differences.between([a, b]),
+                                                                                      "source", "easybuild")
+    manifest_mod.write(b, tmp_path)
+    report = lint.lint(REPO_ROOT, easybuild=False, manifests=tmp_path)
+    assert any("easybuild build for x86_64_v4: its Open MPI 4.1.4 has no ucx" in f.message for f in report.findings)
+
+
+def test_the_capabilities_of_the_mpi_a_build_uses_are_asked_of_its_own_ompi_info():
+    import shutil
+
+    import pytest
+
+    from mpiregress.builds.common import mpi_capabilities
+
+    if shutil.which("ompi_info") is None:
+        pytest.skip("no Open MPI (ompi_info) on this machine")
+    caps = mpi_capabilities(["true"], str(Path(shutil.which("ompi_info")).parent.parent))
+    assert caps["from"].endswith("bin/ompi_info --parsable") and "ob1" in caps["components"]["pml"]
+    assert mpi_capabilities(["false"]) == {}      # a setup that fails: nothing claimed

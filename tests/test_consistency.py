@@ -162,9 +162,125 @@ def test_one_finding_per_fact_the_partitions_that_share_it_are_named_once():
 def test_agree_only_when_two_methods_measured_the_same_thing():
     two = consistency.method_values([result("eessi", 14830.5), result("easybuild", 13956.9)])
     assert consistency.agreement(two) == ("The build methods that ran (easybuild, eessi) agree within the noise on "
-                                          "the 1 measurement(s) two or more of them made.")
+                                          "the 1 measurement(s) two or more of them made — a gap >= 21% would "
+                                          "have been flagged.")
     one = consistency.method_values([result("source", 14830.5), result("source", 3.1, metric="latency")])
     assert consistency.agreement(one) == "Only one build method ran (source): there is nothing to compare it with."
     apart = consistency.method_values([result("source", 1.0), result("eessi", 1.0, placement="cross_node")])
     assert "never measured the same thing" in consistency.agreement(apart)
     assert consistency.agreement({}) == "No build method measured anything: there is nothing to compare."
+
+
+# --- issue 30: the check states its power and never flags a gap on one sample per build --------------
+
+README_MAIN_JOB = [result("source", 14.56, placement="cross_node", metric="latency", system="local"),
+                   result("easybuild", 26.01, placement="cross_node", metric="latency", system="local")]
+
+
+def test_a_gap_on_one_sample_per_build_is_evidence_with_what_would_decide_it_never_a_flag():
+    """The README main job on a quiet machine: 79 % on one sample each was "needs a look"."""
+    from mpiregress.verdict import compose
+
+    found = consistency.check(consistency.method_values(README_MAIN_JOB),
+                              samples=consistency.method_samples(README_MAIN_JOB))
+    [short] = found
+    assert short.kind == "short" and short.samples == 1
+    assert short.sentence() == ("local/batch cross_node latency: easybuild 26.01 us is 79% behind source 14.56 us on "
+                                "one sample per build: not judged, 3 per build are needed (mpiregress run --repeat 3), "
+                                "and with them a gap >= 64% is flagged")
+    verdict = compose.of_run(README_MAIN_JOB)
+    assert verdict.state == "pass"
+    gap, said = verdict.of(compose.EVIDENCE)
+    assert gap.judge == said.judge == "cross-method" and gap.sentence == short.sentence()
+    # The verdict says what the check could and could not see.
+    assert said.sentence == ("compared easybuild, source had fewer than 3 samples per build on 1 measurement(s) two "
+                             "or more of them made: not judged there (mpiregress run --repeat 3 judges them).")
+    # Three samples per build, the same gap: judged, and flagged with its samples.
+    repeated = [result("source", 14.56, placement="cross_node", metric="latency", system="local",
+                       samples=(14.5, 14.56, 14.7)),
+                result("easybuild", 26.01, placement="cross_node", metric="latency", system="local",
+                       samples=(25.8, 26.01, 26.3))]
+    [behind] = consistency.check(consistency.method_values(repeated), samples=consistency.method_samples(repeated))
+    assert behind.kind == "behind" and "(noise allows 64%, 3 samples per build)" in behind.sentence()
+    assert compose.of_run(repeated).state == "needs a look"
+    alike = [result(m, v, placement="cross_node", metric="latency", system="local", samples=(v, v * 1.01, v * 0.99))
+             for m, v in (("source", 14.56), ("easybuild", 14.9))]
+    [power] = compose.of_run(alike).of(compose.EVIDENCE)
+    assert power.sentence == ("compared easybuild, source on 1 measurement(s) with enough samples: a gap >= 64% would "
+                              "have been flagged.")
+
+
+def test_this_runs_own_spread_widens_the_threshold_when_larger():
+    wide = [result("source", 100.0, placement="cross_node", metric="latency", system="local",
+                   samples=(60.0, 100.0, 140.0)),
+            result("easybuild", 190.0, placement="cross_node", metric="latency", system="local",
+                   samples=(150.0, 190.0, 230.0))]
+    values, samples = consistency.method_values(wide), consistency.method_samples(wide)
+    assert consistency.check(values) != []                      # 90 % against the system's 64 %
+    assert consistency.check(values, samples=samples) == []     # this run's own spread allows more
+    assert "would have been flagged" in consistency.agreement(values, samples)
+
+
+def test_the_pass_states_its_power_and_what_it_could_not_judge():
+    one = consistency.method_values(README_MAIN_JOB[:1] + [
+        result("easybuild", 15.0, placement="cross_node", metric="latency", system="local")])
+    said = consistency.agreement(one, consistency.method_samples(README_MAIN_JOB[:1] + [
+        result("easybuild", 15.0, placement="cross_node", metric="latency", system="local")]))
+    assert said == ("The build methods that ran (easybuild, source) had fewer than 3 samples per build on 1 "
+                    "measurement(s) two or more of them made: not judged there (mpiregress run --repeat 3 judges "
+                    "them).")
+
+
+def test_two_identical_stacks_are_no_difference_only_real_differences_are_named():
+    """"easybuild: hwloc 2.9.0 (toolchain: 2.9.2); source: hwloc 2.9.0 (toolchain: 2.9.2)" named two identical
+    stacks as a difference."""
+    stacks = {"easybuild": "easybuild: hwloc 2.9.0 (toolchain: 2.9.2)", "source": "source: hwloc 2.9.0 (toolchain: 2.9.2)"}
+    values = consistency.method_values([result("source", 9000.0, system="local"),
+                                        result("easybuild", 2000.0, system="local")])
+    [finding] = consistency.check(values, stacks=stacks)
+    assert "stacks differ" not in finding.sentence()
+    stacks["easybuild"] = "easybuild: hwloc 2.9.0 (toolchain: 2.9.2); UCX 1.14.0 without verbs"
+    [finding] = consistency.check(values, stacks=stacks)
+    assert finding.sentence().endswith("; the builds' MPI stacks differ: easybuild: UCX 1.14.0 without verbs")
+
+
+# --- issue 33: a method with no baseline yet is compared, not an error that hides it ------------------
+
+def _no_baseline(r):
+    r.status, r.reason = "error", "no baseline for it: measured but not judged"
+    r.conditions["baseline"] = "none"
+    return r
+
+
+def test_a_method_with_no_baseline_yet_is_held_against_the_others_with_a_proposed_baseline():
+    from mpiregress.verdict import compose
+
+    found = [result("source", 9100.0, system="local"), _no_baseline(result("spack", 9000.0, system="local"))]
+    assert consistency.adopt_unbaselined(found) == 1
+    spack = found[1]
+    assert spack.status == "pass" and spack.conditions["verdict"] == "no baseline yet"
+    assert spack.conditions["proposed_baseline"] == 9000.0
+    assert spack.reason == ("no baseline yet — here is how it compares with the others: spack 9000 MB/s, source "
+                            "9100 MB/s: 1% behind source, within the noise on 1 sample(s) per build: not judged, 3 "
+                            "per build are needed (mpiregress run --repeat 3), and with them a gap >= 64% is "
+                            "flagged; proposed baseline 9000 MB/s (mpiregress baseline propose)")
+    verdict = compose.of_run(found)
+    assert verdict.state == "pass"
+    assert [(f.state, f.judge, f.subject) for f in verdict.findings] == [
+        (compose.EVIDENCE, "cross-method", found[1].key().name()), (compose.EVIDENCE, "cross-method", "the build methods")]
+    # Far behind the others on one sample: shown with what a repeat would decide, not flagged (issue 30) ...
+    slow = [result("source", 9100.0, system="local"), _no_baseline(result("spack", 1000.0, system="local"))]
+    consistency.adopt_unbaselined(slow)
+    assert compose.of_run(slow).state == "pass"
+    assert "beyond the noise on 1 sample(s) per build: not judged, 3 per build are needed" in slow[1].reason
+    assert [f.subject for f in compose.of_run(slow).of(compose.EVIDENCE)] == [slow[1].key().name(),
+                                                                               "the build methods"]
+    # ... and on three samples per build it needs a look, said once.
+    slow3 = [result("source", 9100.0, system="local", samples=(9000.0, 9100.0, 9200.0)),
+             _no_baseline(result("spack", 1000.0, system="local", samples=(990.0, 1000.0, 1010.0)))]
+    consistency.adopt_unbaselined(slow3)
+    verdict = compose.of_run(slow3)
+    assert verdict.state == "needs a look" and len(verdict.of("needs a look")) == 1
+    # Nothing judged measured that series: it stays the error it was.
+    alone = [_no_baseline(result("spack", 9000.0, system="local"))]
+    assert consistency.adopt_unbaselined(alone) == 0 and alone[0].status == "error"

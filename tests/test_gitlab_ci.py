@@ -42,8 +42,10 @@ PROJECT_PATH = "ulhpc/mpiregress"
 REMOTE_URL = f"https://gitlab.example.org/{PROJECT_PATH}.git"
 
 LINT = {"lint:toolchain", "lint:pipeline", "lint:easybuild", "lint:dry-run:local"}
-# systems/local.yaml methods: source and easybuild (real EasyBuild with the host's toolchain).
-LOCAL_BENCH = {"build:local:batch: [source]", "build:local:batch: [easybuild]", "run:local:batch", "verdict:local"}
+# systems/local.yaml methods: source, easybuild (real EasyBuild with the host's toolchain) and spack (exit 4, allowed,
+# where no Spack is on PATH).
+LOCAL_BENCH = {"build:local:batch: [source]", "build:local:batch: [easybuild]", "build:local:batch: [spack]",
+               "run:local:batch", "verdict:local"}
 METHODS = ("source", "spack", "easybuild", "eessi")
 CLUSTER_BENCH = (
     {f"build:iris:{p}: [{m}]" for p in ("broadwell", "skylake") for m in METHODS}
@@ -232,12 +234,13 @@ def test_lint_runs_off_cluster_for_every_mr_including_forks(expanded):
         assert jobs[name]["interruptible"] is True
 
 
-def test_the_local_pipeline_builds_and_measures_source_and_easybuild(expanded):
-    """systems/local.yaml methods: both build jobs, and the run job measures both (the real pipelines
+def test_the_local_pipeline_builds_and_measures_source_easybuild_and_spack(expanded):
+    """systems/local.yaml methods: three build jobs (spack exits 4 where no Spack is on PATH, an allowed
+    failure), and the run job measures them side by side (the real pipelines
     below narrow the measurement to source with MPIREGRESS_RUN_ARGS to keep the suite short)."""
     build = expanded["build:local:batch"]
-    assert build["parallel"]["matrix"] == [{"MPIREGRESS_METHOD": ["source", "easybuild"]}]
-    assert expanded["run:local:batch"]["variables"]["MPIREGRESS_METHODS"] == "source,easybuild"
+    assert build["parallel"]["matrix"] == [{"MPIREGRESS_METHOD": ["source", "easybuild", "spack"]}]
+    assert expanded["run:local:batch"]["variables"]["MPIREGRESS_METHODS"] == "source,easybuild,spack"
 
 
 def test_retries_are_for_infrastructure_only(expanded):
@@ -480,7 +483,10 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
     # Every job passes; the verdict may say "needs a look" (WARN: an allowed failure, exit 5) when two
     # builds differ beyond the noise on this loaded machine, never red.
     assert set(verdicts) == LINT | LOCAL_BENCH, tail(done)
-    assert all(verdicts[job] == "PASS" for job in LINT | LOCAL_BENCH - {"verdict:local"}), tail(done)
+    spack = "build:local:batch: [spack]"
+    assert all(verdicts[job] == "PASS" for job in LINT | LOCAL_BENCH - {"verdict:local", spack}), tail(done)
+    # No Spack on PATH: its build exits 4 (not available), an allowed failure; with one it builds.
+    assert verdicts[spack] == ("PASS" if shutil.which("spack") else "WARN"), tail(done)
     assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
     results = artifact(repo, "run:local:batch", "reports/local-batch/results.json")
     assert results, tail(done)

@@ -192,6 +192,24 @@ def test_rebuild_builds_again(double_build: DoubleBuild) -> None:
     assert manifest_mod.read(Path(proc.stdout.strip())).sha256 == double_build.sha
 
 
+def test_a_changed_input_builds_again_and_the_manifest_records_the_mpi_it_used(double_build: DoubleBuild,
+                                                                                tmp_path: Path) -> None:
+    """Issue 33: the input hash (toolchain file, tarball, target, flags, compiler, MPI) decides reuse, and the
+    manifest records what the MPI really can do (its ompi_info), not a guess."""
+    changed = tmp_path / "2023b.yaml"
+    changed.write_text(toolchain.default_path().read_text() + "\n# a site's note\n")
+    common = ["--source-mirror", str(double_build.mirror), "--sha256", double_build.sha, "--toolchain", str(changed),
+              *double_build.args()]
+    proc = mpiregress_build(common, double_build.state)
+    assert proc.returncode == 0, proc.stderr
+    assert "the inputs changed since" in proc.stderr and "[configure]" in proc.stderr
+    again = mpiregress_build(common, double_build.state)
+    assert again.returncode == 0 and "reusing the existing source build" in again.stderr
+    m = manifest_mod.read(Path(again.stdout.strip()))
+    assert len(m.extra["input_hash"]) == 64
+    assert "ob1" in m.extra["mpi_capabilities"]["components"]["pml"]
+
+
 def test_partition_target_builds_with_archspec_flags_not_native(double_build: DoubleBuild, tmp_path: Path) -> None:
     # Cross-target: a broadwell build compiled here says -march=broadwell, whatever this host is.
     proc = mpiregress_build(["--system", "iris", "--partition", "broadwell", "--source-mirror",

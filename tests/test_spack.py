@@ -273,6 +273,12 @@ def test_real_spack_build_of_the_double_on_the_local_system(tmp_path: Path):
     assert m.extra["checksum_override"]["sha256"] == sha and m.extra["spack_hash"]
     assert Path(m.extra["source_mirror"]).name.startswith(toolchain.load(REPO_ROOT / "toolchains" / "2023b.yaml")
                                                           .osu["sha256"])
+    # The project's programs from Spack's own install, loaded with its install tree (issue 33).
+    assert "config:install_tree:root:" in m.extra["programs_setup"][0] and m.extra["programs_mpicc"]
+    assert m.extra["mpi_capabilities"]["components"]["pml"] and "mpi_variants" not in m.extra or \
+        not m.extra["mpi_external"] or m.extra["mpi_variants"] == {}
+    again = subprocess.run(proc.args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "reusing the existing Spack build" in again.stderr, again.stderr[-2000:]
 
 
 def test_manifest_of_the_by_hand_local_build_with_an_external_openmpi(tc):
@@ -283,3 +289,86 @@ def test_manifest_of_the_by_hand_local_build_with_an_external_openmpi(tc):
                                              {"name": "openmpi", "version": "4.1.4"})
     assert any("is an external of Spack (/usr)" in n for n in m.notes)
     assert not any(n.endswith(": no UCX") or n.endswith(": no hwloc") for n in m.notes), m.notes
+
+
+# --- issue 33: the project's MPI programs come from the Spack install, loaded as it was installed -------
+
+SPACK_LOAD_ERROR = "==> Error: Spec 'osu-micro-benchmarks' matches no installed packages."
+
+
+def _failing_spack(tmp_path: Path) -> Path:
+    """A command that fails as `spack load --sh` does without the install tree and scopes of the install."""
+    fake = tmp_path / "spack-load-fails"
+    fake.write_text(f"#!/bin/sh\necho \"{SPACK_LOAD_ERROR}\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return fake
+
+
+def test_a_failed_load_stops_the_build_before_any_program_is_built(tmp_path: Path):
+    """The build of fwq/hello_mpi/linktest went on with the host's mpicc after "matches no installed
+    packages": now the load is tried first and its failure is the build's one sentence."""
+    from mpiregress.builds import common
+    from mpiregress.builds.spack import programs_from_load
+
+    with pytest.raises(common.BuildError) as err:
+        programs_from_load([str(_failing_spack(tmp_path))], "osu-micro-benchmarks", target="x86_64_v4",
+                           cflags="-O2", install_root=tmp_path / "install", log=tmp_path / "spack.log",
+                           mpi_prefix="/usr")
+    said = str(err.value)
+    assert said.startswith("loading Spack's osu-micro-benchmarks failed (loading Spack's osu-micro-benchmarks "
+                           "failed: ") and "not built" in said and "\n" not in said
+    assert not (tmp_path / "install").exists() and not (tmp_path / "spack.log").exists()
+
+
+def test_the_load_line_never_falls_through_to_the_next_command(tmp_path: Path):
+    """`eval "$(spack load --sh X)"` evaluates nothing when spack fails and the build carries on; the
+    load line exits 3 instead, whatever comes after it."""
+    from mpiregress.builds.common import load_line
+
+    line = load_line([str(_failing_spack(tmp_path))], "Spack's osu-micro-benchmarks")
+    proc = subprocess.run(["bash", "-c", f"{{ {line}; }} && echo built-with-the-host-mpicc"], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 3 and "built-with-the-host-mpicc" not in proc.stdout
+    assert SPACK_LOAD_ERROR in proc.stderr and "loading Spack's osu-micro-benchmarks failed" in proc.stderr
+    ok = load_line(["echo", "export MPIREGRESS_LOADED=yes"], "a test environment")
+    assert subprocess.run(["bash", "-c", f"{ok}; echo $MPIREGRESS_LOADED"], capture_output=True, text=True,
+                          timeout=30).stdout.strip() == "yes"
+
+
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="no mpicc on this machine")
+def test_programs_are_not_built_with_an_mpicc_outside_the_methods_mpi(tmp_path: Path):
+    from mpiregress.builds import common
+
+    with pytest.raises(common.BuildError, match=r"mpicc is .*, not under the build's MPI .*not built"):
+        common.build_programs(method="spack", target="x86_64_v4", cflags="-O2", setup=["true"],
+                              install_root=tmp_path / "install", log=tmp_path / "log",
+                              mpi_prefix=str(tmp_path / "the-methods-mpi"))
+    assert not (tmp_path / "install").exists()
+
+
+def test_the_load_uses_the_install_tree_and_scopes_of_the_install(tmp_path: Path):
+    from mpiregress.builds.spack import load_command
+
+    base = ["spack", "-C", "/site/scope", "-e", "/env", "-c", "config:install_tree:root:/opt/tree"]
+    assert load_command(base, "osu-micro-benchmarks") == [*base, "load", "--sh", "osu-micro-benchmarks"]
+
+
+def test_the_input_hash_changes_with_each_input_and_only_then(tmp_path: Path):
+    from mpiregress.builds.spack import environment_inputs
+
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "spack.yaml").write_text("spack: {specs: [osu-micro-benchmarks@7.2]}\n")
+    tc_file = REPO_ROOT / "toolchains" / "2023b.yaml"
+    from mpiregress.builds.common import input_hash
+
+    def h(**kw):
+        args = dict(scopes=[], toolchain_file=tc_file, sha256="a" * 64, target="broadwell", spack_version="1.1.0")
+        args.update(kw)
+        return input_hash(environment_inputs(env, **args))
+
+    first = h()
+    assert h() == first
+    assert h(target="skylake") != first and h(sha256="b" * 64) != first and h(spack_version="0.23.1") != first
+    (env / "spack.yaml").write_text("spack: {specs: [osu-micro-benchmarks@7.2 +cuda]}\n")
+    assert h() != first

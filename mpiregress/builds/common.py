@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
 import re
 import shlex
@@ -76,16 +77,56 @@ def program_sources(root: Optional[Path] = None) -> list[Path]:
     return sorted(p.parent for p in base.glob("*/Makefile"))
 
 
+def load_line(command: Sequence[str], what: str) -> str:
+    """A shell line that loads the environment ``command`` prints (``spack load --sh``) and stops when it fails.
+
+    ``eval "$(cmd)"`` carries on after a failed ``cmd`` (it evaluates nothing): the build would then take
+    whatever ``mpicc`` is on PATH. This line exits 3 with ``what`` and the command instead.
+    """
+    joined = shlex.join(command)
+    said = shlex.quote(f"loading {what} failed: {joined}")
+    return f'_mpiregress_load=$({joined}) || {{ echo {said} >&2; exit 3; }}; eval "$_mpiregress_load"'
+
+
+def loaded_mpicc(setup: Sequence[str], what: str, mpicc: str = "mpicc", mpi_prefix: Optional[str] = None,
+                 timeout: int = 300) -> str:
+    """Run a method's ``setup`` lines (module loads, ``spack load``) in a fresh bash; the ``mpicc`` they give.
+
+    A BuildError (one sentence) when a line fails, when no ``mpicc`` is on PATH after them, or when it is
+    not under ``mpi_prefix`` (the MPI the method installed or declared): the project's programs are never
+    built with another MPI than the method's OSU.
+    """
+    script = " && ".join(f"{{ {line}; }}" for line in [LMOD_INIT, *setup, f"command -v {shlex.quote(mpicc)}"])
+    try:
+        proc = subprocess.run(["bash", "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"loading {what} did not finish within {timeout} s") from None
+    found = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
+    if not found:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BuildError(f"loading {what} failed ({last}): the project's MPI programs were not built, since "
+                         f"they would have taken whatever {mpicc} is on PATH")
+    if mpi_prefix and not Path(found).resolve().is_relative_to(Path(mpi_prefix).resolve()):
+        raise BuildError(f"after loading {what}, {mpicc} is {found}, not under the build's MPI {mpi_prefix}: "
+                         f"the project's MPI programs were not built")
+    return found
+
+
 def build_programs(*, method: str, target: str, cflags: str, setup: Sequence[str], install_root: Path,
-                   log: Path, mpicc: str = "mpicc", sources: Optional[Sequence[Path]] = None) -> dict[str, str]:
+                   log: Path, mpicc: str = "mpicc", sources: Optional[Sequence[Path]] = None,
+                   mpi_prefix: Optional[str] = None) -> dict[str, str]:
     """Build every program of ``checks/src/`` as the method built OSU; {name: binary path}.
 
     Each folder is copied to a scratch folder (the checkout stays clean) and built with
     ``make MPICC=... CFLAGS=... PREFIX=... install`` after the method's ``setup`` shell
-    lines (module loads, EESSI init), so it links the same MPI as the method's OSU and has
-    the same target flags. The binaries go to ``<install_root>/<method>/<target>/programs/bin``.
+    lines (module loads, EESSI init, ``spack load``), so it links the same MPI as the method's OSU and
+    has the same target flags. The setup is tried first (:func:`loaded_mpicc`): a failed load stops the
+    build in one sentence. The binaries go to ``<install_root>/<method>/<target>/programs/bin``.
     """
 
+    if setup:
+        loaded_mpicc(setup, f"the {method} build's environment", mpicc, mpi_prefix)
     prefix = (Path(install_root) / method / target / "programs").resolve()
     scratch = state_dir() / "build" / f"{method}-{target}-programs"
     built: dict[str, str] = {}
@@ -394,12 +435,29 @@ def toolchain_notes(toolchain: Toolchain, compiler: Mapping[str, str], mpi: Mapp
 
 # --- reuse ------------------------------------------------------------------------
 
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes ('' when it does not exist): an input of a build's hash."""
+    return sha256_of(path) if Path(path).is_file() else ""
+
+
+def input_hash(inputs: Mapping[str, object]) -> str:
+    """One sha256 of everything a build is made from (environment text, toolchain file, tarball, target, ...).
+
+    A manifest records it (``extra["input_hash"]``): a build whose inputs did not change is reused without
+    running its tool again; ``--rebuild`` builds regardless.
+    """
+
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def reusable(manifest_dir: Path, method: str, target: str, expect: Mapping[str, object],
-             binaries: Sequence[str] = BINARIES) -> tuple[Optional[manifest_mod.Manifest], str]:
+             binaries: Sequence[str] = BINARIES, inputs: Optional[str] = None
+             ) -> tuple[Optional[manifest_mod.Manifest], str]:
     """(the existing manifest, "") if it records the same build as ``expect`` and its binaries exist.
 
     ``expect`` maps Manifest fields (sha256, prefix, flags, compiler, ...) to the
-    values of the build about to be made; otherwise (None, why it cannot be reused).
+    values of the build about to be made; ``inputs`` (:func:`input_hash`) must equal the manifest's
+    ``extra["input_hash"]`` when given; otherwise (None, why it cannot be reused).
     """
     path = Path(manifest_dir) / f"{method}-{target}.json"
     if not path.is_file():
@@ -411,6 +469,8 @@ def reusable(manifest_dir: Path, method: str, target: str, expect: Mapping[str, 
     for key, value in expect.items():
         if getattr(existing, key) != value:
             return None, f"the existing manifest {path} has {key} {getattr(existing, key)!r}, not {value!r}"
+    if inputs is not None and existing.extra.get("input_hash") != inputs:
+        return None, f"the inputs changed since {path} was built (input hash)"
     for name in binaries:
         binary = existing.binary(name)
         if not os.access(binary, os.X_OK):
@@ -520,4 +580,75 @@ def stack_problems(stack: Mapping[str, Mapping[str, object]], toolchain: Toolcha
                  if feature in built and built[feature] != bool(want)]
         if wrong:
             problems.append(f"{label} {version or '?'} not {' '.join(wrong)}")
+    return problems
+
+
+# --- what the MPI used can really do (ompi_info --parsable, ucx_info -v) ------------------------------
+
+# The MCA frameworks that say how messages travel and how jobs start: what a manifest records.
+CAPABILITY_FRAMEWORKS = ("pml", "btl", "mtl", "pmix", "ess", "plm", "ras")
+# The toolchain file's MPI features (mpi.features) and the components that provide them.
+FEATURE_COMPONENTS: dict[str, tuple[str, ...]] = {"ucx": ("pml:ucx",), "slurm": ("ras:slurm", "plm:slurm"),
+                                                  "pmix": ("pmix:*",)}
+
+
+def parse_capabilities(parsable: str, ucx_version: str = "") -> dict[str, object]:
+    """What an Open MPI can do, from its ``ompi_info --parsable``: version, the components of
+    CAPABILITY_FRAMEWORKS (``{"pml": ["cm", "ob1", "ucx"], "btl": [...]}``), the configure options that
+    name a fabric or a scheduler, and UCX's version (``ucx_info -v``) where there is one."""
+    found: dict[str, set[str]] = {}
+    for kind, name in re.findall(r'^mca:(\w+):(\w+):version:"mca:', parsable, re.M):
+        if kind in CAPABILITY_FRAMEWORKS:
+            found.setdefault(kind, set()).add(name)
+    version = re.search(r"^ompi:version:full:(\S+)", parsable, re.M)
+    cli = re.search(r"^config:cli:(.*)$", parsable, re.M)
+    configure = sorted(set(re.findall(r"--(?:with|without|enable|disable)-(?:ucx|libfabric|ofi|verbs|psm2?|slurm|"
+                                      r"pmix|tm|lsf|sge|cuda|knem|xpmem|cma)\b", cli.group(1)))) if cli else []
+    pmix = sorted(found.get("pmix", set()) - {"isolated"})
+    caps: dict[str, object] = {"version": version.group(1) if version else "",
+                               "components": {k: sorted(v) for k, v in sorted(found.items())},
+                               "slurm": bool({"slurm"} & (found.get("ras", set()) | found.get("plm", set()))),
+                               "pmix": pmix, "configure": configure}
+    if ucx_version:
+        caps["ucx"] = ucx_version
+    return caps
+
+
+def mpi_capabilities(setup: Sequence[str] = (), mpi_prefix: Optional[str] = None,
+                     timeout: int = 120) -> dict[str, object]:
+    """:func:`parse_capabilities` of the MPI a build really uses: ``ompi_info`` of ``mpi_prefix`` (else the
+    one on PATH) after the build's ``setup`` lines (module loads, ``spack load``), not what a package
+    manager's variants say of it. ``{}`` when there is no Open MPI to ask (another MPI)."""
+    ompi_info = shlex.quote(str(Path(mpi_prefix) / "bin" / "ompi_info")) if mpi_prefix else "ompi_info"
+    ask = [f"command -v {ompi_info}", f"{ompi_info} --parsable", "echo '@@ucx'", "{ ucx_info -v 2>/dev/null || true; }"]
+    script = " && ".join([*(f"{{ {line}; }}" for line in [LMOD_INIT, *setup]), *ask])
+    try:
+        proc = subprocess.run(["bash", "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {}
+    if proc.returncode != 0 or "@@ucx" not in proc.stdout:
+        return {}
+    head, _, ucx = proc.stdout.partition("@@ucx")
+    used = head.strip().splitlines()[0] if head.strip() else ""
+    version = re.search(r"[Vv]ersion:?\s*(\d+\.\d+\.\d+)", ucx)
+    caps = parse_capabilities(head, version.group(1) if version else "")
+    caps["from"] = f"{used} --parsable" + (" and ucx_info -v" if version else "")
+    return caps
+
+
+def capability_problems(caps: Mapping[str, object], toolchain: Toolchain) -> list[str]:
+    """The toolchain's MPI features (mpi.features: ucx, slurm, pmix) the MPI used cannot provide."""
+    if not caps or not isinstance(caps.get("components"), Mapping):
+        return []
+    components = caps["components"]
+    assert isinstance(components, Mapping)
+    have = {f"{kind}:{name}" for kind, names in components.items() for name in names}
+    have |= {f"{kind}:*" for kind, names in components.items() if [n for n in names if n != "isolated"]}
+    problems = []
+    for feature in toolchain.mpi.get("features") or []:
+        wanted = FEATURE_COMPONENTS.get(str(feature))
+        if wanted and not any(w in have for w in wanted):
+            problems.append(f"its Open MPI {caps.get('version') or ''} has no {feature} "
+                            f"({' or '.join(wanted)} in ompi_info)".replace("  ", " "))
     return problems

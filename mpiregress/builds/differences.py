@@ -52,8 +52,19 @@ def facts(m: Manifest) -> dict[str, Optional[str]]:
         "optimization": optimization(m),
         "target flags": m.flags or None,
     }
+    out["MPI transports"] = transports(m)
     out.update(runtime_env(m))
     return out
+
+
+def transports(m: Manifest) -> Optional[str]:
+    """The message and launch components the build's MPI has, as its ompi_info says (None: not recorded)."""
+    caps = m.extra.get("mpi_capabilities") or {}
+    components = caps.get("components") if isinstance(caps, dict) else None
+    if not components:
+        return None
+    said = [f"{kind} {','.join(components[kind])}" for kind in ("pml", "btl", "mtl") if components.get(kind)]
+    return "; ".join(said + [f"slurm {'yes' if caps.get('slurm') else 'no'}"])
 
 
 def pair(a: Manifest, b: Manifest) -> list[str]:

@@ -539,9 +539,14 @@ def build(options: BuildOptions) -> Manifest:
     else:
         module = module_name(tc)
 
+    # Everything the build is made from: the easyconfig, the toolchain file, the tarball, the target's flags
+    # and the host toolchain's data. Reused only when none of it changed.
+    inputs = common.input_hash({"method": METHOD, "easyconfig": common.file_digest(easyconfig),
+                                "toolchain": common.file_digest(Path(options.toolchain_file)), "sha256": sha256,
+                                "target": target, "optarch": optarch, "host_toolchain": host_record(host)})
     if not rebuild:
         expect = {"toolchain": tc.name, "osu_version": str(tc.osu["version"]), "sha256": sha256, "flags": flags}
-        existing, why = common.reusable(options.manifest_dir, METHOD, target, expect, BINARIES)
+        existing, why = common.reusable(options.manifest_dir, METHOD, target, expect, BINARIES, inputs)
         same_host = existing is not None and existing.extra.get("host_toolchain") == host_record(host)
         if existing is not None and same_host and Path(existing.prefix).is_relative_to(installpath):
             _say(f"reusing the existing EasyBuild build for {target} ({existing.path}); pass --rebuild to build again")
@@ -573,6 +578,7 @@ def build(options: BuildOptions) -> Manifest:
     manifest.sha256_official = official
     manifest.extra["build_log"] = str(log)
     manifest.extra["host_toolchain"] = host_record(host)
+    manifest.extra["input_hash"] = inputs
     if not official:
         # As the source method records it: which tarball was accepted, and that EasyBuild was told so.
         manifest.extra["checksum_override"] = {"sha256": sha256, "official_sha256": tc.osu["sha256"],
@@ -580,9 +586,17 @@ def build(options: BuildOptions) -> Manifest:
                                                "how": "the easyconfig copy's checksums line holds the accepted "
                                                       "sha256 (--sha256 / OSU_SHA256)"}
     # The project's programs, with the MPI of the module EasyBuild just installed.
+    # The MPI the loaded modules name ($EBROOTOPENMPI): the programs' mpicc must be that one's.
+    mpi_prefix = loaded[1].get("EBROOT" + str(tc.mpi["name"]).upper()) if loaded is not None else None
     manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {flags}",
                                               setup=manifest.env["setup"], install_root=options.install_root,
-                                              log=log)
+                                              log=log, mpi_prefix=mpi_prefix)
+    manifest.extra["programs_setup"] = list(manifest.env["setup"])
+    manifest.extra["programs_mpicc"] = common.loaded_mpicc(manifest.env["setup"], f"the {METHOD} build's modules",
+                                                           mpi_prefix=mpi_prefix)
+    manifest.extra["mpi_capabilities"] = common.mpi_capabilities(manifest.env["setup"], mpi_prefix)
+    manifest.notes += [f"MPI differs from toolchain {tc.name}: {p}"
+                       for p in common.capability_problems(manifest.extra["mpi_capabilities"], tc)]
     return common.record(manifest, options.manifest_dir, "EasyBuild finished", log)
 
 

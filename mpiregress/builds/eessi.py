@@ -155,4 +155,8 @@ def build(options: BuildOptions) -> Manifest:
     manifest.programs = common.build_programs(method=METHOD, target=manifest.target,
                                               cflags=f"-O2 {manifest.flags}".strip(), setup=lines,
                                               install_root=options.install_root, log=log)
+    # What EESSI's OpenMPI can really do, from its own ompi_info after the same setup lines.
+    manifest.extra["mpi_capabilities"] = common.mpi_capabilities(lines)
+    manifest.notes += [f"MPI differs from toolchain {tc.name}: {p}"
+                       for p in common.capability_problems(manifest.extra["mpi_capabilities"], tc)]
     return common.record(manifest, options.manifest_dir, f"EESSI module {tc.eessi['module']} loaded")

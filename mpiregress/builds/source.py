@@ -58,8 +58,12 @@ def build(options: BuildOptions) -> Manifest:
     expect = {"toolchain": tc.name, "osu_version": str(tc.osu["version"]), "sha256": sha256,
               "prefix": str(prefix), "flags": flags, "compiler": compiler, "mpi": mpi,
               "env": {"setup": [], "modules": [], "env_vars": tc.runtime_env}}
+    # Everything the build is made from: reused only when none of it changed.
+    inputs = common.input_hash({"method": METHOD, "toolchain": common.file_digest(Path(options.toolchain_file)),
+                                "sha256": sha256, "target": options.target, "flags": flags, "compiler": compiler,
+                                "mpi": mpi})
     if not options.extra.get("rebuild"):
-        existing, why = common.reusable(options.manifest_dir, METHOD, options.target, expect, BINARIES)
+        existing, why = common.reusable(options.manifest_dir, METHOD, options.target, expect, BINARIES, inputs)
         if existing is not None:
             _say(f"reusing the existing source build for {options.target} ({existing.path}): same tarball, "
                  f"flags, compiler, MPI and prefix; pass --rebuild to build again")
@@ -91,7 +95,10 @@ def build(options: BuildOptions) -> Manifest:
     programs = common.build_programs(method=METHOD, target=options.target, cflags=cflags, setup=[],
                                      install_root=options.install_root, log=log)
     stack = common.detect_stack(tc)
+    # What the MPI on PATH (the one mpicc wraps) can really do, from its own ompi_info.
+    capabilities = common.mpi_capabilities()
     notes = common.toolchain_notes(tc, compiler, mpi)
+    notes += [f"MPI differs from toolchain {tc.name}: {p}" for p in common.capability_problems(capabilities, tc)]
     notes += [f"MPI stack differs from toolchain {tc.name}: {p}" for p in common.stack_problems(stack, tc)]
     if not official:
         notes.append(f"built from a site tarball (sha256 {sha256}) accepted by override, not the official "
@@ -102,7 +109,9 @@ def build(options: BuildOptions) -> Manifest:
         compiler=compiler, mpi=mpi, build_host=manifest_mod.host_record(),
         env={"setup": [], "modules": [], "env_vars": tc.runtime_env},
         extra={"tarball": str(tarball), "build_dir": str(workdir), "build_log": str(log),
-               "configure": configure, "system": options.system, "partition": options.partition},
+               "configure": configure, "system": options.system, "partition": options.partition,
+               "mpi_capabilities": capabilities, "input_hash": inputs,
+               "programs_setup": [], "programs_mpicc": shutil.which("mpicc") or "mpicc"},
         notes=notes, stack=stack, programs=programs,
     )
     return common.record(manifest, options.manifest_dir, "'make install' finished", log)

@@ -222,6 +222,41 @@ def environment_for(options: BuildOptions, tc: toolchain.Toolchain, root: Path =
                      f"pass --system/--partition or --env")
 
 
+def load_command(base: list[str], spec: str) -> list[str]:
+    """``spack load --sh SPEC`` with the install tree, scopes and environment of the build (``base``)."""
+    return [*base, "load", "--sh", spec]
+
+
+def programs_from_load(base: list[str], spec: str, *, target: str, cflags: str, install_root: Path, log: Path,
+                       mpi_prefix: Optional[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Build the project's MPI programs in the environment ``spack load`` (with ``base``'s install tree, scopes
+    and environment) gives ``spec``: ({name: binary}, what the manifest records of how).
+
+    A failed load is a BuildError in one sentence, before anything is compiled: the programs would otherwise
+    take whatever ``mpicc`` is on PATH (issue 33: "matches no installed packages", then the host's mpicc).
+    """
+    setup = [common.load_line(load_command(base, spec), f"Spack's {spec}")]
+    mpicc = common.loaded_mpicc(setup, f"Spack's {spec}", mpi_prefix=mpi_prefix)
+    programs = common.build_programs(method=METHOD, target=target, cflags=cflags, setup=setup,
+                                     install_root=install_root, log=log, mpi_prefix=mpi_prefix)
+    return programs, {"programs_setup": setup, "programs_mpicc": mpicc}
+
+
+def environment_inputs(env_dir: Path, scopes: list[Path], toolchain_file: Path, sha256: str, target: str,
+                       spack_version: str) -> dict[str, object]:
+    """What a Spack build is made from, for its input hash: the environment's spack.yaml and the files it
+    includes, every site scope's files, the toolchain file, the tarball's sha256, the target, Spack's version."""
+    env_dir = Path(env_dir)
+    data = yaml.safe_load((env_dir / "spack.yaml").read_text()) or {}
+    includes = [str(i) for i in (data.get("spack") or {}).get("include") or []]
+    return {"method": METHOD, "spack.yaml": common.file_digest(env_dir / "spack.yaml"),
+            "includes": {i: common.file_digest(env_dir / i) for i in includes},
+            "scopes": {str(s): {f.name: common.file_digest(f) for f in sorted(Path(s).glob("*.yaml"))}
+                       for s in scopes},
+            "toolchain": common.file_digest(Path(toolchain_file)), "sha256": sha256, "target": target,
+            "spack_version": spack_version}
+
+
 def _spack(base: list[str], *args: str, log: Path, step: str) -> None:
     common.run_logged([*base, *args], step=step, cwd=log.parent, log=log)
 
@@ -326,8 +361,12 @@ def manifest_from_spec(data: Mapping[str, Any], prefix: str, tc: toolchain.Toolc
                "specfile_version": (spec.get("_meta") or {}).get("version") if isinstance(spec, Mapping) else None,
                "platform": str(arch.get("platform", "")), "platform_os": str(arch.get("platform_os", "")),
                "mpi_hash": str((mpi_node or {}).get("hash", "")),
-               "mpi_variants": {k: v for k, v in mpi_params.items()
-                                if k in ("fabrics", "schedulers", "internal-pmix", "legacylaunchers", "pmi")},
+               "mpi_external": bool(external),
+               # An external's variants are its package's defaults (fabrics=none for an OpenMPI built with UCX):
+               # not recorded; the build records what its ompi_info says instead (mpi_capabilities).
+               "mpi_variants": {} if external else {
+                   k: v for k, v in mpi_params.items()
+                   if k in ("fabrics", "schedulers", "internal-pmix", "legacylaunchers", "pmi")},
                "system": system, "partition": partition},
         notes=notes, stack=stack,
     )
@@ -423,10 +462,21 @@ def build(options: BuildOptions) -> Manifest:
     mirror = workdir / "source-mirror"
     place_in_mirror(tarball, mirror, tc.osu["sha256"])
     add_mirror(env_dir, mirror)
+    # The same install tree and scopes for every Spack command of this build, the load included: without
+    # them `spack load` answers "matches no installed packages".
     base = [spack, *[a for scope in scopes for a in ("-C", str(scope))], "-e", str(env_dir),
             "-c", f"config:install_tree:root:{(workdir / 'opt').resolve()}"]
     log = workdir / "spack.log"
-    _say(f"spack environment {source_env} -> {env_dir} (log: {log})")
+    inputs = common.input_hash(environment_inputs(env_dir, scopes, options.toolchain_file, sha256, target, version))
+    if not options.extra.get("rebuild"):
+        existing, why = common.reusable(options.manifest_dir, METHOD, target, {}, common.BINARIES, inputs)
+        if existing is not None:
+            _say(f"reusing the existing Spack build for {target} ({existing.path}): same environment, toolchain "
+                 f"file, tarball, target, scopes and Spack; pass --rebuild to build again")
+            return existing
+        _say(f"building ({why})")
+    where = f"{env_dir}" if source_env == env_dir else f"{source_env} (copied to {env_dir})"
+    _say(f"spack environment {where} (log: {log})")
     if host is not None:
         # The host's own build tools (make), as Spack finds them: built from source they would be fetched
         # from the internet, which compute nodes do not have.
@@ -435,6 +485,8 @@ def build(options: BuildOptions) -> Manifest:
     install = ["install", "--fail-fast", "-j", str(max(1, int(options.jobs)))]
     if not official:
         install.append("--no-checksum")   # the site tarball accepted by --sha256; recorded below
+    if options.extra.get("rebuild"):
+        install += ["--overwrite", "-y", str(tc.osu["name"])]   # --rebuild: compile OSU again, not Spack's cache
     _spack(base, *install, log=log, step="spack install")
     prefix = _spack_output(base, "location", "--install-dir", str(tc.osu["name"])).strip().splitlines()[-1]
     spec_file = Path(prefix) / SPEC_FILE
@@ -467,9 +519,18 @@ def build(options: BuildOptions) -> Manifest:
     if host is not None:
         manifest.extra["host_toolchain"] = {"system": host.system, "compiler": dict(host.compiler),
                                             "mpi": dict(host.mpi)}
-    # The project's programs, with the MPI Spack just installed in this environment.
-    load = f'eval "$({spack} -e {env_dir} load --sh {tc.osu["name"]})"' if host is not None else \
-        f'eval "$({spack} -e {env_dir} load --sh {tc.mpi["name"]})"'
-    manifest.programs = common.build_programs(method=METHOD, target=target, cflags=f"-O2 {manifest.flags}".strip(),
-                                              setup=[load], install_root=options.install_root, log=log)
+    manifest.extra["input_hash"] = inputs
+    # The project's programs, with the MPI of OSU's own Spack environment, loaded as it was installed.
+    mpi_prefix = _spack_output(base, "location", "--install-dir", manifest.mpi["name"]).strip().splitlines()[-1] \
+        if manifest.mpi.get("name") else None
+    manifest.extra["mpi_prefix"] = mpi_prefix
+    manifest.programs, loaded = programs_from_load(base, str(tc.osu["name"]), target=target,
+                                                   cflags=f"-O2 {manifest.flags}".strip(),
+                                                   install_root=options.install_root, log=log, mpi_prefix=mpi_prefix)
+    manifest.extra.update(loaded)
+    # What the MPI used can really do, from its own ompi_info: for an external, Spack's variants are only the
+    # defaults of its package (fabrics=none, schedulers=none for an OpenMPI built with UCX and Slurm).
+    manifest.extra["mpi_capabilities"] = common.mpi_capabilities(loaded["programs_setup"], mpi_prefix)
+    manifest.notes += [f"MPI differs from toolchain {tc.name}: {p}"
+                       for p in common.capability_problems(manifest.extra["mpi_capabilities"], tc)]
     return common.record(manifest, options.manifest_dir, "spack install finished", log)

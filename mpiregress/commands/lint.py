@@ -27,12 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--site-scope", type=Path, action="append", default=[],
                    help="also check a site's Spack scope folder (repeatable): every compiler path and external "
                         "prefix it names must exist on this machine")
+    p.add_argument("--manifests", type=Path, default=None,
+                   help="also check the build manifests in this folder: each build's MPI, as its own ompi_info "
+                        "says, provides the toolchain's MPI features (ucx, slurm, pmix)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     easybuild = {"auto": None, "yes": True, "no": False}[args.easybuild]
-    report = lint_mod.lint(args.root, args.toolchain, easybuild=easybuild, site_scopes=args.site_scope)
+    report = lint_mod.lint(args.root, args.toolchain, easybuild=easybuild, site_scopes=args.site_scope,
+                           manifests=args.manifests)
     for line in lint_mod.summary(report):
         print(line)
     return OK if report.ok else ERROR

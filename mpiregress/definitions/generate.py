@@ -76,8 +76,8 @@ def _render_all(root: Path, tc_path: Path | None) -> list[Derived]:
                              ("spack-envs/common.yaml.j2", "spack-envs/common.yaml")):
         out.append(Derived(Path(target), Path(template), env.get_template(template).render(**context)))
     for system in systems:
-        if "spack" not in system.methods:
-            continue
+        if "spack" not in system.methods or system.data.get("host_toolchain"):
+            continue    # a host toolchain's environment is written by the build from that data
         for part in system.partitions:
             if part.target:
                 text = env.get_template("spack-envs/env.yaml.j2").render(system=system, part=part, **context)

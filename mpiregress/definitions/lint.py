@@ -24,10 +24,12 @@ import yaml
 
 from mpiregress import paths
 from mpiregress.builds import easybuild
+from mpiregress.builds.common import capability_problems
 from mpiregress.builds.easybuild import easyconfig_features
 from mpiregress.builds.spack import site_scope_problems
 from mpiregress.definitions import generate
 from mpiregress.errors import MpiRegressError
+from mpiregress.model import manifest as manifest_mod
 from mpiregress.model import microarch
 from mpiregress.model import systems as systems_mod
 from mpiregress.model import toolchain as toolchain_mod
@@ -613,6 +615,23 @@ class _Linter:
 
     # -- a site's Spack scope -----------------------------------------------------------
 
+    def lint_manifests(self, directory: Optional[Path]) -> None:
+        """Each build's MPI, as its own ompi_info says (manifest ``extra.mpi_capabilities``), provides the
+        toolchain's MPI features (mpi.features: ucx, slurm, pmix), whatever a package manager's variants say."""
+        if directory is None:
+            return
+        for m in manifest_mod.find_all(Path(directory)):
+            path = Path(m.path or directory)
+            caps = m.extra.get("mpi_capabilities")
+            if not caps:
+                self.add(path, 1, f"the {m.method} build for {m.target} records no MPI capabilities (ompi_info): "
+                                  f"rebuild it with 'mpiregress build --method {m.method} --rebuild'")
+                continue
+            for problem in capability_problems(caps, self.tc):
+                self.add(path, 1, f"the {m.method} build for {m.target}: {problem}, the toolchain file asks for "
+                                  f"mpi.features {', '.join(map(str, self.tc.mpi.get('features') or []))}")
+            self.report.checked.append(f"manifest {path.name} (its MPI's ompi_info against mpi.features)")
+
     def lint_site_scopes(self, scopes: Iterable[Path]) -> None:
         """Every compiler path and external prefix a site scope names exists here (Spack 0.23 would stop
         with "internal error ... unsatisfiable", 1.1 concretize a smaller graph without a word)."""
@@ -746,12 +765,13 @@ def _literal(node: Optional[ast.expr]) -> Any:
 
 
 def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[bool] = None,
-         site_scopes: Iterable[Path] = ()) -> Report:
+         site_scopes: Iterable[Path] = (), manifests: Optional[Path] = None) -> Report:
     """Compare every build definition under ``root`` with the toolchain file and the systems data.
 
     ``toolchain_path`` defaults to ``<root>/toolchains/2023b.yaml``; ``easybuild``: compare
     EasyBuild's resolved stack (None: when ``eb`` is on PATH). A toolchain file that cannot
-    be loaded raises InputError (the lint cannot judge anything without it).
+    be loaded raises InputError (the lint cannot judge anything without it). ``manifests``: a folder of
+    build manifests whose MPI capabilities (ompi_info) are checked against the toolchain's MPI features.
     """
     root = Path(root)
     tc = toolchain_mod.load(Path(toolchain_path) if toolchain_path else root / "toolchains" / "2023b.yaml")
@@ -765,6 +785,7 @@ def lint(root: Path, toolchain_path: Optional[Path] = None, easybuild: Optional[
     linter.lint_baselines()
     linter.lint_derived()
     linter.lint_site_scopes(site_scopes)
+    linter.lint_manifests(manifests)
     linter.report.findings = list(dict.fromkeys(linter.report.findings))
     return linter.report
 

@@ -127,7 +127,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     values = consistency.method_values(results)
     collectives = _collectives(results)
     # One finding per fact: Iris' broadwell and skylake copies of one shortfall are one finding naming both.
-    findings = consistency.group(consistency.check(values, noise, stacks=stacks, builds=builds))
+    findings = consistency.group(consistency.check(values, noise, stacks=stacks, builds=builds,
+                                                   samples=consistency.method_samples(results)))
     baseline_findings = consistency.group(consistency.baseline_gaps(books.values(), values, noise))
     found_causes = causes(results, verdicts, history)
     given = evidence or Evidence()
@@ -138,7 +139,8 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
         before = consistency.group(consistency.check(consistency.history_values(last), noise))
     pipeline = compose.compose(event, replace(
         given, results=list(results), history=verdicts, cross=findings, baseline_findings=baseline_findings,
-        causes={**found_causes, **given.causes}, cross_before=before))
+        causes={**found_causes, **given.causes}, cross_before=before,
+        cross_power=given.cross_power or consistency.power(values, consistency.method_samples(results), noise)))
     return ReportData(results=list(results), verdicts=verdicts, findings=findings,
                       baseline_findings=baseline_findings,
                       changes=changes, trends=trends, baselines=books, config=config,

@@ -98,7 +98,10 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
         coll_note="some runs were oversubscribed (more ranks than cores): correct, not representative"
         if oversubscribed else "", rules_name=analysis.rules_name,
         verdict_table=lambda verdicts: Markup(table.render(verdicts=verdicts)),
-        agreement=consistency.agreement(consistency.method_values(data.results)),
+        agreement=consistency.agreement(consistency.method_values(data.results),
+                                        consistency.method_samples(data.results)),
+        cross_power=consistency.power(consistency.method_values(data.results),
+                                      consistency.method_samples(data.results)),
         # The link matrix's artifacts sit in the run folder, beside its results.json.
         link_matrix=links.section(Path(data.results_source).parent if data.results_source else None, base))
 

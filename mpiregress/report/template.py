@@ -70,6 +70,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <h2>Builds that disagree (cross-method consistency)</h2>
 <p class="meta">All builds use one toolchain, so on the same placement they should agree within run-to-run noise.</p>
 {% if data.findings %}<ul class="findings">{% for f in data.findings %}<li>{{ f.sentence() }}</li>{% endfor %}</ul>
+{% if cross_power %}<p class="meta">Power: {{ cross_power }}</p>{% endif %}
 {% else %}<p class="empty">{{ agreement }}</p>{% endif %}
 
 <h2>Baselines to revisit</h2>

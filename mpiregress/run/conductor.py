@@ -39,7 +39,7 @@ from mpiregress.report import summary, verdict_text
 from mpiregress.run import cancel, reframe_report
 from mpiregress.run import folder as run_folder
 from mpiregress.run.ab import sides
-from mpiregress.verdict import band, compose
+from mpiregress.verdict import band, compose, cross_method
 from mpiregress.verdict import node_noise as nodehistory
 from mpiregress.verdict.ab import judge as ab_judge
 from mpiregress.verdict.ab import paired
@@ -152,13 +152,13 @@ def _detect_topologies(opts: RunOptions, topology_dir: Path, env: dict[str, str]
             raise InfrastructureError(f"could not detect this host's topology: {done.stderr.strip()[-400:]}")
 
 
-def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> list[str]:
+def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]) -> dict[str, str]:
     """For a system that builds on demand (``builds: on_demand``): reuse or build, for each target of
-    the run's partitions, every one of its ``methods`` the run asks for; the sentences of the methods
+    the run's partitions, every one of its ``methods`` the run asks for; {method: sentence} of the methods
     that cannot build here (their checks then skip with the reason)."""
 
     system = systems.get(opts.system)
-    skipped = []
+    skipped: dict[str, str] = {}
     for part in system.partitions_named(opts.partition):
         target = part.build_target()
         for name in [m for m in system.methods if m in methods]:
@@ -177,8 +177,8 @@ def _ensure_builds(opts: RunOptions, tc: toolchain.Toolchain, methods: list[str]
                     system=opts.system, partition=part.name, source_mirror=opts.source_mirror,
                     sha256_override=opts.sha256_override))
             except NotAvailableError as err:
-                skipped.append(f"{name} build not available here: {err}")
-                _log(skipped[-1])
+                skipped[name] = f"{name} build not available here: {err}"
+                _log(skipped[name])
                 continue
             _log(f"built {built.path}")
     return skipped
@@ -434,6 +434,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
                          f"toolchain {tc.name!r} ({tc.path})")
     folder.step(f"read toolchain {tc.path} and baselines {refs.path}")
     notes: list[str] = []
+    unavailable: dict[str, str] = {}
     if opts.repeat_auto:
         opts.repeat, why = choose_repeat(opts)
         notes.append(f"--repeat auto: {opts.repeat} repetition(s): {why}")
@@ -449,7 +450,8 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         _log(f"the project's Slurm is up (SLURM_CONF={env.get('SLURM_CONF')})")
         folder.step(f"the project's Slurm up ({cluster.state_dir})")
     if systems.get(opts.system).builds_on_demand and opts.build_missing and not opts.dry_run:
-        notes += _ensure_builds(opts, tc, methods)
+        unavailable = _ensure_builds(opts, tc, methods)
+        notes += list(unavailable.values())
         folder.step(f"builds of OSU ready (systems/{opts.system}.yaml methods)")
     if opts.dry_run:
         manifest_dir = _planned_manifests(opts, tc, methods)
@@ -485,7 +487,11 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
         return code
     _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
-    problems = summary.require_methods(found, opts.methods or [])
+    # A method with no baseline yet is held against the others that measured the series (not an error).
+    cross_method.adopt_unbaselined(found)
+    # A method the system lists that cannot build on this machine (no Spack on PATH) is skipped with its
+    # reason (the notes), not an error of a run that asked for the system's methods.
+    problems = summary.require_methods(found, [m for m in opts.methods or [] if m not in unavailable])
     judged = compose.of_run(found, problems, opts.event)
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")

@@ -66,6 +66,7 @@ class Evidence:
     cross: Sequence[CrossFinding] = ()                   # methods behind the best on one placement
     cross_before: Optional[Sequence[CrossFinding]] = None   # the same check on the latest accepted history
     baseline_findings: Sequence[CrossFinding] = ()       # lenient or stale baseline bands
+    cross_power: str = ""     # what cross-method could have seen where it passed (cross_method.power), evidence
     causes: Mapping[SeriesKey, str] = field(default_factory=dict)
     problems: Sequence[str] = ()                         # the run's own errors, one sentence each
     infrastructure: Sequence[str] = ()                   # Slurm or the network stopped checks
@@ -141,6 +142,8 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _history(ev, rules, paired)
     found += _paired(ev, rules)
     found += _cross(ev, rules)
+    if ev.cross_power:
+        found.append(Finding(EVIDENCE, "cross-method", "the build methods", ev.cross_power))
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
@@ -192,6 +195,13 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
             out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
         if r.conditions.get("verdict") == "noisy":
             out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
+        if r.conditions.get("verdict") == cross_method.NO_BASELINE:
+            # Not an error: held against the other methods instead (docs/pipeline.md, "A new build method");
+            # it needs a look when behind them, said once (by the cross-method finding where there is one).
+            flagged = any(f.kind == "behind" and f.method == r.method and (f.system, f.partition, f.benchmark,
+                          f.parameters, f.metric) == key.without() for f in ev.cross)
+            state = "needs a look" if r.conditions.get("behind") and not flagged else EVIDENCE
+            out.append(Finding(state, "cross-method", key.name(), r.reason, key=key))
         if r.status != "fail":
             continue
         if r.benchmark == LINKTEST:
@@ -303,6 +313,13 @@ def _cross(ev: Evidence, rules: policy.Rules) -> list[Finding]:
     out = []
     for f in ev.cross:
         subject = f"{f.system}/{f.partition} {f.label} {f.metric} ({f.method})"
+        if f.kind == "short":       # a gap on too few samples to judge: shown, never flagged
+            adopted = any(r.method == f.method and r.conditions.get("verdict") == cross_method.NO_BASELINE and
+                          r.key().without() == (f.system, f.partition, f.benchmark, f.parameters, f.metric)
+                          for r in ev.results)
+            if not adopted:        # a method with no baseline yet says it in its own sentence (_band)
+                out.append(Finding(EVIDENCE, "cross-method", subject, f.sentence()))
+            continue
         already = ev.cross_before is not None and any(
             (b.method, b.system, b.partition, b.benchmark, b.parameters, b.metric) ==
             (f.method, f.system, f.partition, f.benchmark, f.parameters, f.metric) for b in ev.cross_before)
@@ -338,9 +355,9 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
 
 def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
     """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
-
-    return compose(event, Evidence(results=results, problems=problems,
-                                   cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))
+    values, samples = cross_method.method_values(results), cross_method.method_samples(results)
+    return compose(event, Evidence(results=results, problems=problems, cross=cross_method.group(
+        cross_method.check(values, samples=samples)), cross_power=cross_method.power(values, samples)))
 
 
 def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:
