@@ -7,6 +7,8 @@ killed outright (SIGKILL) takes ReFrame with it, and `mpiregress cancel` cancels
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -61,6 +63,34 @@ def test_a_signal_ends_the_run_and_everything_it_started(built, tmp_path, sig, t
     assert seen.changed_after == [], f"written after the run ended: {seen.changed_after}"
     assert f"cancelled by {sig.name}" in seen.output
     assert "Traceback" not in seen.output
+
+
+@pytest.mark.parametrize("grace", [2.0], ids=["SIGKILL-after-2s"])
+def test_sigterm_then_sigkill_soon_after_leaves_nothing_and_says_cancelled(built, tmp_path, grace):
+    """GitLab's way: SIGTERM to the job's group, SIGKILL after a short grace. The run says "cancelled" and
+    cancels its recorded jobs at once, before it waits for ReFrame: nothing of it is left queued."""
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN, "--repeat", "3")
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        status = json.loads((report_dir / "status.json").read_text())
+        # Cancelled jobs leave the queue within Slurm's own time (a loaded controller: seconds).
+        deadline = time.monotonic() + 60
+        while cancelrun.queued(slurm_env, report_dir) and time.monotonic() < deadline:
+            time.sleep(1)
+        left = cancelrun.queued(slurm_env, report_dir)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+    assert job in cancel.JobRecord.read(report_dir / cancel.JOBS_FILE).jobs
+    assert status["state"] == "cancelled", status
+    assert left == [], f"jobs of the run still queued {grace:g} s after SIGTERM was followed by SIGKILL: {left}"
+    assert cancelrun.process_group_members(proc.pid) == []
 
 
 def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tmp_path):
