@@ -15,6 +15,7 @@ recorded as its own (it would have to remove someone else's file).
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import locks, outputs
-from .errors import InputError
+from .errors import CANCELLED, InputError
 
 LOCK_NAME = ".mpiregress-run.lock"
 # The entries of the folder that runs wrote (one name a line): the only ones a run removes.
@@ -58,6 +59,48 @@ def refuse_place(path: Path) -> Optional[str]:
                             f"{os.readlink(entry)}): a run touches only its own files; remove the link or "
                             "choose another --report-dir")
     return None
+
+
+def dead_run(path: Path) -> Optional[dict[str, Any]]:
+    """The status of the run that last wrote ``path`` when it died without finishing (status "running",
+    its lock free: the kernel drops a dead holder's flock), else None. The lock is only tested, not kept."""
+    path = Path(path)
+    try:
+        status = json.loads((path / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(status, dict) or status.get("state") != "running":
+        return None
+    try:
+        fd = os.open(path / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return status        # no lock file: no run can be holding it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return None          # a live run holds it
+    finally:
+        os.close(fd)
+    return status
+
+
+def mark_killed(path: Path, status: dict[str, Any], message: str) -> None:
+    """Leave the folder of a run killed outright saying so: status.json "cancelled" (exit 6), summary.md and
+    junit.xml (best effort: a folder that cannot be written must not hide the caller's own work)."""
+    path = Path(path)
+    ran = [s for s in status.get("steps") or [] if isinstance(s, str)]
+    summary = [f"# MPI regression run CANCELLED (exit {CANCELLED})", "", f"**Why:** {message}", "",
+               f"Command: `{status.get('command', '?')}`", f"Started: {status.get('started', '?')}", "",
+               "## What ran", "", *([f"- {step}" for step in ran] or ["- nothing recorded"]), "",
+               "No verdict: nothing of this run was judged."]
+    record = {**status, "state": "cancelled", "exit_code": CANCELLED, "message": message, "ended": _now()}
+    for name, text in (("summary.md", "\n".join(summary) + "\n"),
+                       ("junit.xml", outputs.failure_junit("run", message, CANCELLED, ran)),
+                       ("status.json", json.dumps(record, indent=2) + "\n")):
+        try:
+            write_atomic(path / name, text)
+        except InputError:
+            continue
 
 
 def _plain_names(text: str) -> set[str]:

@@ -119,6 +119,34 @@ def _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"cancelled Slurm job(s) {job}" in done.stdout
     assert cancelrun.queued(slurm_env, report_dir) == []
+    # The dead run's folder no longer says "running": the after_script marked it cancelled.
+    status = json.loads((report_dir / "status.json").read_text())
+    assert (status["state"], status["exit_code"]) == ("cancelled", CANCELLED), status
+    assert status["message"].startswith("killed outright")
+    assert (report_dir / "summary.md").read_text().startswith("# MPI regression run CANCELLED (exit 6)")
+
+
+def test_mpiregress_cancel_in_ci_ends_the_ci_jobs_slurm_jobs_without_any_record(local_cluster, tmp_path):
+    """The after_script of a CI job whose reports are gone still finds its Slurm jobs: their token names it."""
+    slurm_env = {**os.environ, **local_cluster.client_env()}
+    submitted = subprocess.run(["sbatch", "--parsable", "-n1", "--comment=mpiregress-ci4242-0123456789abcdef",
+                                "--wrap", "sleep 120"], env=slurm_env, capture_output=True, text=True, timeout=30,
+                               cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    other = subprocess.run(["sbatch", "--parsable", "-n1", "--comment=mpiregress-ci4243-0123456789abcdef",
+                            "--wrap", "sleep 120"], env=slurm_env, capture_output=True, text=True, timeout=30,
+                           cwd=tmp_path).stdout.strip().split(";")[0]
+    try:
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(tmp_path / "none"), "--wait", "0"],
+                              env={**slurm_env, "CI_JOB_ID": "4242"}, cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"cancelled Slurm job(s) {job} of CI job 4242" in done.stdout
+        # Another CI job's Slurm job stays.
+        assert other in (cancel.queued_jobs(slurm_env) or {})
+    finally:
+        subprocess.run(["scancel", job, other], env=slurm_env, timeout=30)
 
 
 def test_mpiregress_cancel_never_touches_a_job_of_another_comment(built, tmp_path):
