@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import locks, outputs
+from .cancel import JOBS_FILE, JobRecord, cancel_jobs
 from .errors import CANCELLED, InputError
 
 LOCK_NAME = ".mpiregress-run.lock"
@@ -103,6 +104,22 @@ def mark_killed(path: Path, status: dict[str, Any], message: str) -> None:
             continue
 
 
+def _cancel_recorded(record: Path) -> str:
+    """Cancel the jobs a dead run recorded (by id, under its token); what was done, as a clause."""
+    try:
+        rec = JobRecord.read(record)
+    except OSError:
+        return f"it left no {JOBS_FILE}, so no Slurm job of it could be cancelled"
+    env = dict(os.environ)
+    if rec.slurm_conf and Path(rec.slurm_conf).exists():
+        env["SLURM_CONF"] = rec.slurm_conf
+    cancelled, left = cancel_jobs(rec.jobs, rec.token, env, wait=15, trust_record=True)
+    if cancelled:
+        return (f"its Slurm job(s) {', '.join(cancelled)} were cancelled by id"
+                + (f" (still leaving the queue: {', '.join(left)})" if left else ""))
+    return f"none of its {len(rec.jobs)} recorded Slurm job(s) was still queued"
+
+
 def _plain_names(text: str) -> set[str]:
     """The names of an owned list: plain entry names only (never a path leading elsewhere)."""
     return {n for n in (line.strip() for line in text.splitlines())
@@ -151,6 +168,7 @@ class RunFolder:
         had_lock_file = (self.path / LOCK_NAME).exists()
         self._take_lock()
         try:
+            self._set_aside_dead_run()
             self._clear()
             self.write_status("running")
         except BaseException:
@@ -201,6 +219,37 @@ class RunFolder:
             write_atomic(self.path / OWNED_LIST, "".join(f"{n}\n" for n in sorted(owned)))
         except InputError:
             pass
+
+    def _set_aside_dead_run(self) -> None:
+        """A run that died here without finishing (status "running", and this run holds the lock it held):
+        cancel the Slurm jobs it recorded, move its files into ``killed-run-<its start>/`` (kept, never a
+        run's to remove), and say so in one sentence before this run starts."""
+        try:
+            status = json.loads((self.path / "status.json").read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(status, dict) or status.get("state") != "running":
+            return
+        said = _cancel_recorded(self.path / JOBS_FILE)
+        stamp = "".join(c for c in str(status.get("started")) or _now() if c.isalnum())[:15]
+        aside = self.path / f"killed-run-{stamp}"
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path / f"killed-run-{stamp}-{n}"
+        owned = self._owned_before() | {"status.json", JOBS_FILE}
+        aside.mkdir()
+        for name in sorted(owned):
+            if (self.path / name).exists() or (self.path / name).is_symlink():
+                try:
+                    os.replace(self.path / name, aside / name)
+                except OSError as err:
+                    raise InputError(f"report folder {self.path}: the killed run's {name} cannot be moved into "
+                                     f"{aside} ({err.strerror or err})") from None
+        sentence = (f"the run that started here at {status.get('started', '?')} (PID {status.get('pid', '?')}) "
+                    f"died without finishing: {said}, and its files were moved to {aside}")
+        print(f"mpiregress: {sentence}", flush=True)
+        self.step(sentence)
 
     def _clear(self) -> None:
         """Remove what earlier runs wrote (their owned list); refuse an entry a run would overwrite

@@ -149,6 +149,35 @@ def test_mpiregress_cancel_in_ci_ends_the_ci_jobs_slurm_jobs_without_any_record(
         subprocess.run(["scancel", job, other], env=slurm_env, timeout=30)
 
 
+def test_the_next_run_in_a_killed_runs_folder_cancels_its_jobs_and_keeps_its_record(built, tmp_path):
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        token = cancelrun.token(report_dir)
+        assert job in cancelrun.queued(slurm_env, report_dir), "the killed run's job should still be queued"
+        # A new run (a dry run: quick, and it owns the folder the same way) in the same folder.
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "local", "--report-dir",
+                               str(report_dir), "--dry-run", *cancelrun.LONG_RUN], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+    said = [line for line in done.stdout.splitlines() if "died without finishing" in line]
+    assert len(said) == 1 and f"its Slurm job(s) {job} were cancelled by id" in said[0], done.stdout[-2000:]
+    aside = sorted(report_dir.glob("killed-run-*"))
+    assert len(aside) == 1 and str(aside[0]) in said[0]
+    kept = cancel.JobRecord.read(aside[0] / cancel.JOBS_FILE)
+    assert (kept.token, job in kept.jobs) == (token, True)
+    assert json.loads((aside[0] / "status.json").read_text())["state"] == "running"
+    deadline = time.monotonic() + 60
+    while job in cancelrun.queued(slurm_env, aside[0]) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert job not in cancelrun.queued(slurm_env, aside[0])
+
+
 def test_mpiregress_cancel_never_touches_a_job_of_another_comment(built, tmp_path):
     env, slurm_env = built
     # A job of someone else whose id a stale record names: it must stay queued.
