@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from .. import cancel, jsonfile, outputs, paths
+from .. import cancel, inputs, jsonfile, outputs, paths
 from ..errors import InputError, MpiRegressError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
@@ -87,6 +87,11 @@ def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list]
         records = jsonfile.read(samples_file, "A/B samples file")
         if not isinstance(records, list):
             raise InputError(f"A/B samples file {samples_file} is not a list of records")
+        for index, record in enumerate(records):
+            if isinstance(record, dict):
+                samples = record.get("samples") if isinstance(record.get("samples"), list) else []
+                inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples,
+                                      record.get("reference"), f"A/B samples file {samples_file}: record #{index}")
         found, why = ab_judge.judge_run([r for r in records if isinstance(r, dict) and "ab_side" in r], db)
         verdicts += found
         causes.update(why)

@@ -17,9 +17,10 @@ from ..coll import algorithms
 from ..coll.algorithms import DEFAULT
 from ..coll.analysis import Analysis, analyse
 from ..history import History, RunPoint
+from ..noise import nodehistory
 from ..results import Result
 from ..series import SeriesKey
-from ..verdict import compose
+from ..verdict import band, compose, policy
 from ..verdict import cross_method as consistency
 from ..verdict.compose import Evidence, PipelineVerdict
 from ..verdict.cross_method import Finding
@@ -101,6 +102,12 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     other judges said: paired A/B, confirmations, the run's problems, the MR's changes).
     """
     books = {s: b for s, b in baselines.items() if b is not None}
+    # Values, not labels: every measured value is judged again against its band, whatever status the
+    # results file gave it (strict where the band gates the event: a value with no baseline is an error).
+    partitions = sorted({(r.system, r.partition) for r in results})
+    band.rejudge(results, baselines, strict="baseline_band" in policy.load()[event].gates,
+                 node_noise={where: nodehistory.node_efficiencies(history, *where, exclude_run=exclude_run)
+                             for where in partitions} if history is not None else None)
     verdicts = judge(results, history, baselines, config, exclude_run=exclude_run)
     systems = {r.system for r in results}
     trends: dict[SeriesKey, list[RunPoint]] = {}
