@@ -248,6 +248,9 @@ class RunFolder:
                                      f"{aside} ({err.strerror or err})") from None
         sentence = (f"the run that started here at {status.get('started', '?')} (PID {status.get('pid', '?')}) "
                     f"died without finishing: {said}, and its files were moved to {aside}")
+        # Its own folder says what became of it: no status.json claims a dead run is running.
+        mark_killed(aside, status, f"killed outright: the run (PID {status.get('pid', '?')}) ended without "
+                                   f"finishing; the next run in {self.path} found it so: {said}")
         print(f"mpiregress: {sentence}", flush=True)
         self.step(sentence)
 

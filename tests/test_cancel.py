@@ -171,7 +171,8 @@ def test_the_next_run_in_a_killed_runs_folder_cancels_its_jobs_and_keeps_its_rec
     assert len(aside) == 1 and str(aside[0]) in said[0]
     kept = cancel.JobRecord.read(aside[0] / cancel.JOBS_FILE)
     assert (kept.token, job in kept.jobs) == (token, True)
-    assert json.loads((aside[0] / "status.json").read_text())["state"] == "running"
+    # Its status no longer claims a dead run is running.
+    assert json.loads((aside[0] / "status.json").read_text())["state"] == "cancelled"
     deadline = time.monotonic() + 60
     while job in cancelrun.queued(slurm_env, aside[0]) and time.monotonic() < deadline:
         time.sleep(1)
