@@ -14,6 +14,7 @@ recorded as its own (it would have to remove someone else's file).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fcntl
 import json
@@ -37,6 +38,11 @@ OWNED = ("results.json", "summary.md", "junit.xml", "reframe-junit.xml", "refram
 # Where no report folder may be: the system's own folders (a run there would write into /etc).
 SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
                   "/sys", "/usr", "/var/lib", "/var/log", "/var/spool", "/var/cache", "/var/run", "/var/mail")
+# Folders that hold other people's folders (a run would claim every entry named like a report of its own
+# beside them): never a report folder themselves, though a folder inside them may be. A person's home
+# folder (a direct child of /home, and $HOME) is refused the same way.
+SHARED_FOLDERS = ("/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/var", "/var/tmp", "/snap", "/scratch",
+                  "/work", "/data", "/gpfs", "/lustre", "/nfs")
 
 
 def refuse_place(path: Path) -> Optional[str]:
@@ -51,6 +57,9 @@ def refuse_place(path: Path) -> Optional[str]:
     real = path.resolve()
     if real == Path("/") or any(real == Path(s) or Path(s) in real.parents for s in SYSTEM_FOLDERS):
         return f"report folder {path} is in the system folder {real}: choose a --report-dir of your own"
+    if str(real) in SHARED_FOLDERS or real.parent == Path("/home") or real == Path.home().resolve():
+        return (f"report folder {path} is {real}, a folder that holds other people's folders: choose a folder "
+                "of its own inside it as --report-dir")
     if path.is_dir():
         for entry in sorted(path.iterdir()):
             if entry.is_symlink():
@@ -104,6 +113,35 @@ def mark_killed(path: Path, status: dict[str, Any], message: str) -> None:
             continue
 
 
+# Seconds of slack on "changed after the previous run ended": its status.json's "ended" has whole seconds.
+END_SLACK = 2.0
+
+
+def _remove_run_files(folder: Path, ended: Optional[float], root: Path) -> list[str]:
+    """Remove what a run wrote under ``folder``: every file unless ``ended`` is known, then every file not
+    changed after it (nothing of a run writes into its folder after it ended); the files a person put
+    there later are kept, with the folders that hold them. Returns the kept files, relative to ``root``."""
+    if ended is None:
+        shutil.rmtree(folder)
+        return []
+    kept: list[str] = []
+    for here, dirs, files in os.walk(folder, topdown=False):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            path = Path(here) / name
+            if path.lstat().st_mtime > ended + END_SLACK:
+                kept.append(str(path.relative_to(root)))
+            else:
+                path.unlink()
+        for name in dirs:
+            path = Path(here) / name
+            if not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.rmdir()      # kept when it still holds a kept file
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return sorted(kept)
+
+
 def _cancel_recorded(record: Path) -> str:
     """Cancel the jobs a dead run recorded (by id, under its token); what was done, as a clause."""
     try:
@@ -153,6 +191,7 @@ class RunFolder:
         self.steps: list[str] = []              # what ran so far, in order, for a failure report
         self._lock: Optional[int] = None
         self._foreign: set[str] = set()         # entries that were there, not a run's: never touched
+        self.state = ""                         # the state status.json says (write_status)
 
     # -- owning the folder ----------------------------------------------
     def __enter__(self) -> "RunFolder":
@@ -181,6 +220,11 @@ class RunFolder:
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            if self.state == "running":
+                # Whoever used the folder wrote no final state: it still must not claim a run is running.
+                with contextlib.suppress(InputError):
+                    self.write_status("finished" if exc[0] is None else "failed", None,
+                                      "" if exc[0] is None else f"ended by {exc[0].__name__}")
             self._record_owned()
         finally:
             self._release()
@@ -265,18 +309,37 @@ class RunFolder:
                              f"recorded as its own ({OWNED_LIST}): a run would have to remove them; move them away "
                              "or choose another --report-dir")
         self._foreign = present - before
+        ended = self._previous_end()
         # Claimed before anything is written: a run killed outright still owns what it started to write.
         self._record_owned(extra=OWNED)
+        kept: list[str] = []
         for name in sorted(before):
             target = self.path / name
             try:
                 if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
+                    kept += _remove_run_files(target, ended, self.path)
                 elif target.exists() or target.is_symlink():
                     target.unlink()
             except OSError as err:
                 raise InputError(f"report folder {self.path}: the previous run's {name} cannot be removed "
                                  f"({err.strerror or err}), so this run could not own the folder") from None
+        if kept:
+            sentence = (f"kept {len(kept)} file(s) in the report folder that no run wrote (changed after the "
+                        f"previous run ended): {', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}")
+            print(f"mpiregress: {sentence}", flush=True)
+            self.step(sentence)
+
+    def _previous_end(self) -> Optional[float]:
+        """When the previous run here ended (its status.json, else its owned list's last write), or None."""
+        try:
+            status = json.loads((self.path / "status.json").read_text())
+            return _dt.datetime.fromisoformat(status["ended"]).timestamp()
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            return (self.path / OWNED_LIST).stat().st_mtime
+        except OSError:
+            return None
 
     # -- writing --------------------------------------------------------
     def write(self, name: str, text: str) -> Path:
@@ -288,6 +351,7 @@ class RunFolder:
         self.steps.append(what)
 
     def write_status(self, state: str, exit_code: Optional[int] = None, message: str = "") -> None:
+        self.state = state
         self.write("status.json", json.dumps({
             "state": state, "exit_code": exit_code, "message": message, "started": self.started,
             "ended": _now() if state != "running" else None, "pid": os.getpid(),

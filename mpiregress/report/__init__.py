@@ -50,6 +50,7 @@ class ReportData:
     collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
     causes: dict[SeriesKey, str] = field(default_factory=dict)   # one sentence per failing series
     verdict: Optional[PipelineVerdict] = None  # the pipeline event's one verdict (verdict.compose)
+    ungated: bool = False   # written by a command that exits 0 whatever the verdict (report without --gate)
 
     def cause(self, verdict: Verdict) -> str:
         """Why a failing series failed (ab.attribution without A), or ''."""
