@@ -130,7 +130,9 @@ mpiregress_restore_kept() {
     [ -n "$MPIREGRESS_KEPT_DIR" ] && [ -d "$MPIREGRESS_KEPT_DIR" ] || return 0
     cp -a "$MPIREGRESS_KEPT_DIR/." "$CI_PROJECT_DIR/" && rm -rf "$MPIREGRESS_KEPT_DIR"
 }
-# Only in a job's script (not in the after_script that sources this file too).
-if [ -n "$MPIREGRESS_KEPT_DIR" ] && [ "$(basename "$0")" != "cancel-jobs.sh" ]; then
-    trap mpiregress_keep EXIT
+# Only in the scripts of the jobs that have that after_script (not in the after_script itself).
+if [ -n "$MPIREGRESS_KEPT_DIR" ]; then
+    case "$(basename "$0")" in
+        run.sh|ab.sh|linktest.sh|noise.sh|coll-sweep.sh|pt2pt-sweep.sh|verdict.sh) trap mpiregress_keep EXIT ;;
+    esac
 fi
