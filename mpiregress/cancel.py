@@ -87,16 +87,20 @@ def signals_cancel() -> Iterator[None]:
     """Within: SIGTERM, SIGINT and SIGHUP raise :class:`Cancelled` once; later ones are ignored.
 
     Outside the main thread (no signal handlers can be set there) this does nothing. Nested uses
-    (``confirm`` runs several runs) keep the outer one's state.
+    (``confirm`` runs several runs, and the CLI holds one around every command from its first line, so a
+    signal during the imports and option checks before a run installs its own is not lost) keep the
+    outer one's state. A SIGHUP its starter ignored (``nohup``) stays ignored.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in CANCEL_SIGNALS}
-    outer = all(h is _on_signal for h in previous.values())
+    # SIGHUP ignored by whoever started us (nohup: "survive the terminal's hangup") stays ignored.
+    handled = [s for s in CANCEL_SIGNALS if not (s == signal.SIGHUP and previous[s] is signal.SIG_IGN)]
+    outer = all(previous[s] is _on_signal for s in handled)
     if not outer:
         _STATE.raised, _STATE.later = None, []
-    for s in CANCEL_SIGNALS:
+    for s in handled:
         signal.signal(s, _on_signal)
     try:
         yield

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__, commands
-from .cancel import Cancelled
+from .cancel import Cancelled, signals_cancel
 from .errors import CANCELLED, ERROR, MpiRegressError
 
 
@@ -88,6 +88,16 @@ def tools_beside() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # From the first line: a cancelling signal during the imports and option checks is not lost.
+    with signals_cancel():
+        try:
+            return _main(argv)
+        except Cancelled as err:      # before a command's own handling (while parsing its options)
+            print(f"mpiregress: error: {err.sentence}; exit {CANCELLED}", file=sys.stderr)
+            return CANCELLED
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     tools_beside()
     parser = build_parser(argv[0] if argv else None)

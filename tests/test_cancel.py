@@ -234,3 +234,25 @@ def test_stop_ends_what_the_child_started_in_a_session_of_its_own(tmp_path):
     assert any("left behind killed" in s and str(grandchild) in s for s in said), said
     time.sleep(0.5)
     assert not os.path.exists(f"/proc/{grandchild}") or "Z" in open(f"/proc/{grandchild}/stat").read().split(")")[1][:3]
+
+
+def test_a_signal_before_the_command_runs_is_not_lost_and_says_cancelled():
+    """From the CLI's first line: a SIGTERM while the options are parsed (a run's slowest seconds on a loaded
+    host, before it installed anything of its own) is exit 6 and one sentence, not a silent death."""
+    code = ("import os, signal, sys\nfrom mpiregress import cli\nreal = cli.build_parser\n"
+            "def parsing(command=None):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return real(command)\n"
+            "cli.build_parser = parsing\nsys.exit(cli.main(['guard', '--build-target', 'x86_64', "
+            "'--node-target', 'x86_64']))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == CANCELLED, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "mpiregress: error: cancelled by SIGTERM; exit 6"
+
+
+def test_a_sighup_its_starter_ignored_stays_ignored():
+    """nohup asks to survive the terminal's hangup: the run honours it (SIGTERM and SIGINT still cancel)."""
+    code = ("import signal\nfrom mpiregress import cancel\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+            "with cancel.signals_cancel():\n"
+            "    print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, "
+            "signal.getsignal(signal.SIGTERM) is cancel._on_signal)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True"], done.stderr
