@@ -21,7 +21,7 @@ from mpiregress import paths
 from mpiregress.commands.compare import add_gate_options, gate_config
 from mpiregress.errors import InputError, MpiRegressError
 from mpiregress.history.store import open_existing, read_results_file
-from mpiregress.model import jsonfile
+from mpiregress.model import inputs, jsonfile
 from mpiregress.model.results import Result, dump
 from mpiregress.run import cancel, outputs
 from mpiregress.verdict import policy
@@ -89,6 +89,11 @@ def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list]
         records = jsonfile.read(samples_file, "A/B samples file")
         if not isinstance(records, list):
             raise InputError(f"A/B samples file {samples_file} is not a list of records")
+        for index, record in enumerate(records):
+            if isinstance(record, dict):
+                samples = record.get("samples") if isinstance(record.get("samples"), list) else []
+                inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples,
+                                      record.get("reference"), f"A/B samples file {samples_file}: record #{index}")
         found, why = ab_judge.judge_run([r for r in records if isinstance(r, dict) and "ab_side" in r], db)
         verdicts += found
         causes.update(why)

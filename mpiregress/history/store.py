@@ -25,9 +25,12 @@ unless asked to start the new toolchain deliberately.
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 import statistics
 import sys
 import time as _time
@@ -249,6 +252,7 @@ class History:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.upgraded = ""     # a sentence when opening upgraded the file's schema
+        check_db_path(self.path, creating=True)
         self._refuse_if_not_sqlite()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.journal = history_journal.choose(self.path)
@@ -573,6 +577,46 @@ class History:
         return count
 
 
+def check_db_path(path: Path, creating: bool) -> bool:
+    """Whether a history file exists at ``path`` (False: absent, which is fine); any path no history can
+    live at is one sentence (InputError, exit 2): a symlink loop or a link to nothing, a folder, a device, a
+    parent that is a file. ``creating``: the file may be created (an import), so its folder is checked too."""
+    path = Path(path)
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise InputError(f"history file {path} is a symlink to {os.readlink(path)}, which does not exist: "
+                             "give the real file") from None
+        if creating:
+            for parent in path.parents:
+                try:
+                    if not stat.S_ISDIR(os.stat(parent).st_mode):
+                        raise InputError(f"history file {path} cannot be created: {parent} is not a folder")
+                    break
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    raise InputError(f"history file {path} cannot be created: {parent}: "
+                                     f"{_stat_error(err)}") from None
+        return False
+    except OSError as err:
+        raise InputError(f"history file {path} cannot be used: {_stat_error(err)}") from None
+    if stat.S_ISDIR(found.st_mode):
+        raise InputError(f"history file {path} is a folder, not a file: give the history's SQLite file")
+    if not stat.S_ISREG(found.st_mode):
+        raise InputError(f"history file {path} is not a regular file: give the history's SQLite file")
+    return True
+
+
+def _stat_error(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "a symlink loop (too many levels of symbolic links)"
+    if err.errno == errno.ENOTDIR:
+        return "a part of the path is a file, not a folder"
+    return err.strerror or str(err)
+
+
 def open_history(path: Optional[Path] = None) -> History:
     """Open (creating if absent) the history at ``path`` (default: paths.history_db())."""
     if path is None:
@@ -587,7 +631,7 @@ def open_existing(path: Optional[Path] = None) -> Optional[History]:
     if path is None:
         from mpiregress.paths import history_db
         path = history_db()
-    return open_history(path) if Path(path).exists() else None
+    return open_history(path) if check_db_path(Path(path), creating=False) else None
 
 
 def import_files(history: History, paths: Iterable[Path], **kwargs) -> list[ImportSummary]:
