@@ -28,7 +28,7 @@ from mpiregress import __version__, commands
 from mpiregress.errors import CANCELLED, ERROR, MpiRegressError
 from mpiregress.history.url import mask
 from mpiregress.paths import state_dir
-from mpiregress.run.cancel import Cancelled
+from mpiregress.run.cancel import Cancelled, signals_cancel
 
 
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
@@ -81,8 +81,29 @@ def _crash_log(argv: Sequence[str], text: str) -> Path:
     return Path("(no writable log folder; run again with MPIREGRESS_DEBUG=1)")
 
 
+def tools_beside() -> None:
+    """Put the folder of this Python first on PATH (for ``shutil.which`` and every child) when it is a venv's:
+    the tools installed beside the CLI (eb, reframe) are found without ``source ci/env.sh``, as
+    ``.venv/bin/mpiregress build --method easybuild`` needs."""
+    here = str(Path(sys.executable).parent)
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    if sys.prefix != sys.base_prefix and here not in parts:
+        os.environ["PATH"] = os.pathsep.join([here, *parts])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # From the first line: a cancelling signal during the imports and option checks is not lost.
+    with signals_cancel():
+        try:
+            return _main(argv)
+        except Cancelled as err:      # before a command's own handling (while parsing its options)
+            print(f"mpiregress: error: {err.sentence}; exit {CANCELLED}", file=sys.stderr)
+            return CANCELLED
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    tools_beside()
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     prefix = f"mpiregress {args.command}: error:"

@@ -7,6 +7,8 @@ killed outright (SIGKILL) takes ReFrame with it, and `mpiregress cancel` cancels
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +65,34 @@ def test_a_signal_ends_the_run_and_everything_it_started(built, tmp_path, sig, t
     assert "Traceback" not in seen.output
 
 
+@pytest.mark.parametrize("grace", [2.0], ids=["SIGKILL-after-2s"])
+def test_sigterm_then_sigkill_soon_after_leaves_nothing_and_says_cancelled(built, tmp_path, grace):
+    """GitLab's way: SIGTERM to the job's group, SIGKILL after a short grace. The run says "cancelled" and
+    cancels its recorded jobs at once, before it waits for ReFrame: nothing of it is left queued."""
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN, "--repeat", "3")
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        status = json.loads((report_dir / "status.json").read_text())
+        # Cancelled jobs leave the queue within Slurm's own time (a loaded controller: seconds).
+        deadline = time.monotonic() + 60
+        while cancelrun.queued(slurm_env, report_dir) and time.monotonic() < deadline:
+            time.sleep(1)
+        left = cancelrun.queued(slurm_env, report_dir)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+    assert job in cancel.JobRecord.read(report_dir / cancel.JOBS_FILE).jobs
+    assert status["state"] == "cancelled", status
+    assert left == [], f"jobs of the run still queued {grace:g} s after SIGTERM was followed by SIGKILL: {left}"
+    assert cancelrun.process_group_members(proc.pid) == []
+
+
 def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tmp_path):
     env, slurm_env = built
     report_dir = tmp_path / "run"
@@ -89,6 +119,64 @@ def _killed_then_cancelled(proc, env, slurm_env, report_dir, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"cancelled Slurm job(s) {job}" in done.stdout
     assert cancelrun.queued(slurm_env, report_dir) == []
+    # The dead run's folder no longer says "running": the after_script marked it cancelled.
+    status = json.loads((report_dir / "status.json").read_text())
+    assert (status["state"], status["exit_code"]) == ("cancelled", CANCELLED), status
+    assert status["message"].startswith("killed outright")
+    assert (report_dir / "summary.md").read_text().startswith("# MPI regression run CANCELLED (exit 6)")
+
+
+def test_mpiregress_cancel_in_ci_ends_the_ci_jobs_slurm_jobs_without_any_record(local_cluster, tmp_path):
+    """The after_script of a CI job whose reports are gone still finds its Slurm jobs: their token names it."""
+    slurm_env = {**os.environ, **local_cluster.client_env()}
+    submitted = subprocess.run(["sbatch", "--parsable", "-n1", "--comment=mpiregress-ci4242-0123456789abcdef",
+                                "--wrap", "sleep 120"], env=slurm_env, capture_output=True, text=True, timeout=30,
+                               cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    other = subprocess.run(["sbatch", "--parsable", "-n1", "--comment=mpiregress-ci4243-0123456789abcdef",
+                            "--wrap", "sleep 120"], env=slurm_env, capture_output=True, text=True, timeout=30,
+                           cwd=tmp_path).stdout.strip().split(";")[0]
+    try:
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(tmp_path / "none"), "--wait", "0"],
+                              env={**slurm_env, "CI_JOB_ID": "4242"}, cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"cancelled Slurm job(s) {job} of CI job 4242" in done.stdout
+        # Another CI job's Slurm job stays.
+        assert other in (cancel.queued_jobs(slurm_env) or {})
+    finally:
+        subprocess.run(["scancel", job, other], env=slurm_env, timeout=30)
+
+
+def test_the_next_run_in_a_killed_runs_folder_cancels_its_jobs_and_keeps_its_record(built, tmp_path):
+    env, slurm_env = built
+    report_dir = tmp_path / "run"
+    proc = cancelrun.start(env, report_dir, *cancelrun.LONG_RUN)
+    try:
+        job = cancelrun.wait_running(proc, slurm_env, report_dir)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        token = cancelrun.token(report_dir)
+        assert job in cancelrun.queued(slurm_env, report_dir), "the killed run's job should still be queued"
+        # A new run (a dry run: quick, and it owns the folder the same way) in the same folder.
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "local", "--report-dir",
+                               str(report_dir), "--dry-run", *cancelrun.LONG_RUN], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        cancelrun.ensure_ended(proc, slurm_env, report_dir)
+    said = [line for line in done.stdout.splitlines() if "died without finishing" in line]
+    assert len(said) == 1 and f"its Slurm job(s) {job} were cancelled by id" in said[0], done.stdout[-2000:]
+    aside = sorted(report_dir.glob("killed-run-*"))
+    assert len(aside) == 1 and str(aside[0]) in said[0]
+    kept = cancel.JobRecord.read(aside[0] / cancel.JOBS_FILE)
+    assert (kept.token, job in kept.jobs) == (token, True)
+    # Its status no longer claims a dead run is running.
+    assert json.loads((aside[0] / "status.json").read_text())["state"] == "cancelled"
+    deadline = time.monotonic() + 60
+    while job in cancelrun.queued(slurm_env, aside[0]) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert job not in cancelrun.queued(slurm_env, aside[0])
 
 
 def test_mpiregress_cancel_never_touches_a_job_of_another_comment(built, tmp_path):
@@ -146,3 +234,25 @@ def test_stop_ends_what_the_child_started_in_a_session_of_its_own(tmp_path):
     assert any("left behind killed" in s and str(grandchild) in s for s in said), said
     time.sleep(0.5)
     assert not os.path.exists(f"/proc/{grandchild}") or "Z" in open(f"/proc/{grandchild}/stat").read().split(")")[1][:3]
+
+
+def test_a_signal_before_the_command_runs_is_not_lost_and_says_cancelled():
+    """From the CLI's first line: a SIGTERM while the options are parsed (a run's slowest seconds on a loaded
+    host, before it installed anything of its own) is exit 6 and one sentence, not a silent death."""
+    code = ("import os, signal, sys\nfrom mpiregress import cli\nreal = cli.build_parser\n"
+            "def parsing(command=None):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return real(command)\n"
+            "cli.build_parser = parsing\nsys.exit(cli.main(['guard', '--build-target', 'x86_64', "
+            "'--node-target', 'x86_64']))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == CANCELLED, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "mpiregress: error: cancelled by SIGTERM; exit 6"
+
+
+def test_a_sighup_its_starter_ignored_stays_ignored():
+    """nohup asks to survive the terminal's hangup: the run honours it (SIGTERM and SIGINT still cancel)."""
+    code = ("import signal\nfrom mpiregress import cancel\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+            "with cancel.signals_cancel():\n"
+            "    print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, "
+            "signal.getsignal(signal.SIGTERM) is cancel._on_signal)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "True"], done.stderr

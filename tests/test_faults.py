@@ -231,3 +231,75 @@ def test_collective_binaries_are_checked_before_any_job(tmp_path, env):
     assert done.returncode == 2, done.stderr
     assert "collective/osu_bcast, which does not exist" in sentence(done)
     assert not (tmp_path / "r" / "reframe").exists(), "no job may be sent"
+
+
+def _unusable_db(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A --db path no history can live at, and the words its sentence must hold."""
+    if kind == "symlink loop":
+        (tmp_path / "loop").symlink_to(tmp_path / "loop")
+        return tmp_path / "loop", "a symlink loop"
+    if kind == "loop in its folder":
+        (tmp_path / "loop").symlink_to(tmp_path / "loop")
+        return tmp_path / "loop" / "h.sqlite", "a symlink loop"
+    if kind == "link to nothing":
+        (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "h.sqlite")
+        return tmp_path / "dangling", "which does not exist"
+    if kind == "folder":
+        (tmp_path / "db").mkdir()
+        return tmp_path / "db", "is a folder, not a file"
+    if kind == "under a file":
+        (tmp_path / "plain").write_text("x")
+        return tmp_path / "plain" / "h.sqlite", "not a folder"
+    return Path("/dev/null"), "not a regular file"
+
+
+@pytest.mark.parametrize("kind", ["symlink loop", "loop in its folder", "link to nothing", "folder", "under a file",
+                                  "device"])
+@pytest.mark.parametrize("command", ["report", "compare", "history import", "verdict"])
+def test_every_unusable_db_path_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsys, kind, command):
+    monkeypatch.setenv("MPIREGRESS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MPIREGRESS_DEBUG", raising=False)
+    monkeypatch.delenv("CI_PIPELINE_SOURCE", raising=False)
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([GOOD_RESULT]))
+    db, words = _unusable_db(tmp_path, kind)
+    argv = {"report": ["report", str(results), "--db", str(db), "--out-dir", str(tmp_path / "out")],
+            "compare": ["compare", str(results), "--db", str(db)],
+            "history import": ["history", "import", "--db", str(db), str(results)],
+            "verdict": ["verdict", str(results), "--db", str(db), "--out-dir", str(tmp_path / "out")]}[command]
+    code = mpiregress_cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"history file {db}" in err and words in err, err
+
+
+def test_report_without_gate_claims_no_exit_code_it_does_not_return(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MPIREGRESS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("MPIREGRESS_DEBUG", raising=False)
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([dict(GOOD_RESULT, value=1e6, samples=[1e6], toolchain="2023b")]))
+    out = tmp_path / "out"
+    gated = mpiregress_cli.main(["report", str(results), "--db", str(tmp_path / "none.sqlite"), "--out-dir", str(out),
+                                 "--gate"])
+    assert gated != 0 and f"(exit {gated})" in (out / "summary.md").read_text().splitlines()[0]
+    capsys.readouterr()
+    code = mpiregress_cli.main(["report", str(results), "--db", str(tmp_path / "none.sqlite"), "--out-dir", str(out)])
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    first = (out / "summary.md").read_text().splitlines()[0]
+    assert code == 0
+    for line in (printed, first):
+        assert f"(exit 0 without --gate; {gated} with --gate)" in line, line
+
+
+def test_the_cli_finds_the_tools_installed_beside_it_without_path_edits(tmp_path):
+    """`.venv/bin/mpiregress build --method easybuild` must find `eb` in .venv/bin with PATH=/usr/bin:/bin."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import shutil; from mpiregress import cli; cli.tools_beside(); "
+                           "print(shutil.which('reframe')); print(shutil.which('eb'))"],
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    here = str(Path(sys.executable).parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"{here}/reframe", f"{here}/eb"], done.stdout

@@ -142,3 +142,54 @@ def test_the_ab_and_collective_readers_refuse_an_impossible_value_too(tmp_path, 
     done = cli([*argv, str(path)], env)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "#0: value: latency -5 us is impossible: it must be above zero" in sentence(done)
+
+
+@pytest.mark.parametrize("record, said", [
+    (dict(GOOD_RESULT, value=1e308, samples=[1e308]), "latency 1e+308 us is impossible: it must be at most "
+                                                      "3.6e+09 us (an hour)"),
+    (dict(BANDWIDTH, value=2e7, samples=[2e7]), "bandwidth 2e+07 MB/s is impossible: it must be at most 1e+07 MB/s"),
+])
+def test_a_value_beyond_physical_sense_is_refused_by_the_history_import_and_compare(tmp_path, record, said):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    path = _write(tmp_path, [record])
+    for argv in (["history", "import", "--db", str(tmp_path / "h.sqlite"), str(path)],
+                 ["verdict", str(path), "--event", "run", "--out-dir", str(tmp_path / "out"),
+                  "--db", str(tmp_path / "h.sqlite")]):
+        done = cli(argv, env)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert said in sentence(done) and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("label, value, code, state", [
+    ("pass", 1e6, 1, "regression"),     # a second per 8 KiB message, labelled pass: the band says regression
+    ("skip", 1e6, 1, "regression"),     # a value labelled skipped is still a measurement
+    ("fail", 4.0, 0, "pass"),           # a fail label on a value well inside the band is a pass
+])
+def test_the_verdict_judges_the_values_not_the_status_a_results_file_carries(tmp_path, label, value, code, state):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    env.pop("CI_PIPELINE_SOURCE", None)
+    path = _write(tmp_path, [dict(GOOD_RESULT, status=label, value=value, samples=[value],
+                                  toolchain="2023b")])
+    out = tmp_path / "out"
+    done = cli(["verdict", str(path), "--event", "run", "--out-dir", str(out), "--db", str(tmp_path / "h.sqlite")],
+               env)
+    assert done.returncode == code, done.stdout + done.stderr
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["state"] == state, verdict
+
+
+def test_the_verdicts_ab_reader_refuses_a_value_beyond_physical_sense(tmp_path):
+    env = dict(os.environ, MPIREGRESS_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MPIREGRESS_DEBUG", None)
+    folder = tmp_path / "ab"
+    folder.mkdir()
+    _write(folder, [dict(GOOD_RESULT, value=1e308, samples=[1e308], conditions={})] +
+           [dict(GOOD_RESULT, value=v, samples=[v], ab_side=side, ab_pair=0)
+            for side, v in (("A", 3.0), ("B", 1e308))], "ab-samples.json")
+    done = cli(["verdict", str(_write(tmp_path, [GOOD_RESULT])), "--ab", str(folder), "--event", "run",
+                "--out-dir", str(tmp_path / "out"), "--db", str(tmp_path / "h.sqlite")], env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "record #0: value: latency 1e+308 us is impossible: it must be at most 3.6e+09 us (an hour)" in \
+        sentence(done)

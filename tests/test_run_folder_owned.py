@@ -5,7 +5,9 @@ files around were not touched.
 """
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,43 @@ def test_an_owned_list_naming_paths_outside_is_not_followed(tmp_path):
 
 def test_refuse_place_accepts_an_ordinary_new_folder(tmp_path):
     assert refuse_place(tmp_path / "new" / "reports") is None
+
+
+def test_files_a_person_put_inside_a_runs_own_folders_are_kept(tmp_path, capsys):
+    reports = tmp_path / "r"
+    with RunFolder(reports, "first") as folder:
+        (reports / "perflogs" / "local").mkdir(parents=True)
+        (reports / "perflogs" / "local" / "osu.log").write_text("run's")
+        (reports / "reframe" / "stage").mkdir(parents=True)
+        (reports / "reframe" / "stage" / "rfm_job.sh").write_text("run's")
+        folder.write_status("finished", 0)
+    time.sleep(3.5)     # later than the run's end, beyond its whole-second "ended"
+    (reports / "perflogs" / "mine.txt").write_text("mine")
+    (reports / "reframe" / "mine.txt").write_text("mine too")
+    with RunFolder(reports, "second"):
+        assert (reports / "perflogs" / "mine.txt").read_text() == "mine"
+        assert (reports / "reframe" / "mine.txt").read_text() == "mine too"
+        assert not (reports / "perflogs" / "local").exists() and not (reports / "reframe" / "stage").exists()
+    said = [line for line in capsys.readouterr().out.splitlines() if "no run wrote" in line]
+    assert len(said) == 1 and "perflogs/mine.txt" in said[0] and "reframe/mine.txt" in said[0]
+
+
+@pytest.mark.parametrize("where", ["/opt", "/srv", "/home", "/root", "/home/someone", "/tmp", "/mnt"])
+def test_folders_that_hold_other_peoples_folders_are_refused(where):
+    said = refuse_place(Path(where))
+    assert said and "holds other people's folders" in said and "\n" not in said
+    assert refuse_place(Path(where) / "mpiregress-reports-x") is None or where in ("/home",)
+
+
+def test_a_run_on_srv_is_refused_before_it_writes(env):
+    before = sorted(os.listdir("/srv"))
+    done = _early_failing_run(Path("/srv"), env)
+    assert done.returncode == 2 and "holds other people's folders" in sentence(done), done.stderr
+    assert sorted(os.listdir("/srv")) == before
+
+
+def test_a_folder_left_by_a_run_that_wrote_no_final_state_does_not_say_running(tmp_path):
+    reports = tmp_path / "r"
+    with RunFolder(reports, "first"):
+        pass
+    assert json.loads((reports / "status.json").read_text())["state"] == "finished"

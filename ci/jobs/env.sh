@@ -113,3 +113,33 @@ fi
 
 echo "ci/jobs/env.sh: $("$MPIREGRESS_PYTHON" --version 2>&1) at $MPIREGRESS_PYTHON; checkout $MPIREGRESS_CHECKOUT"
 unset -f _mpiregress_has_deps
+
+# -- gitlab-ci-local only (GITLAB_CI=false, --shell-isolation): it re-syncs the job's folder with the
+# checkout before the after_script (ci/jobs/cancel-jobs.sh), deleting the reports and manifests the
+# script wrote before they become artifacts. A job script keeps a copy beside the job's folder when it
+# ends; the after_script puts it back. On a real runner (GITLAB_CI=true) nothing is copied.
+MPIREGRESS_KEPT_DIR=""
+if [ "${GITLAB_CI:-}" = "false" ] && [ -n "${CI_PROJECT_DIR:-}" ] && [ -n "${CI_JOB_ID:-}" ]; then
+    MPIREGRESS_KEPT_DIR="$(dirname "$CI_PROJECT_DIR")/.mpiregress-kept-$(basename "$CI_PROJECT_DIR")-$CI_JOB_ID"
+fi
+mpiregress_keep() {
+    [ -n "$MPIREGRESS_KEPT_DIR" ] || return 0
+    rm -rf "$MPIREGRESS_KEPT_DIR" && mkdir -p "$MPIREGRESS_KEPT_DIR"
+    local path
+    for path in reports var/manifests; do
+        if [ -d "$CI_PROJECT_DIR/$path" ]; then
+            mkdir -p "$MPIREGRESS_KEPT_DIR/$(dirname "$path")"
+            cp -a "$CI_PROJECT_DIR/$path" "$MPIREGRESS_KEPT_DIR/$path"
+        fi
+    done
+}
+mpiregress_restore_kept() {
+    [ -n "$MPIREGRESS_KEPT_DIR" ] && [ -d "$MPIREGRESS_KEPT_DIR" ] || return 0
+    cp -a "$MPIREGRESS_KEPT_DIR/." "$CI_PROJECT_DIR/" && rm -rf "$MPIREGRESS_KEPT_DIR"
+}
+# Only in the scripts of the jobs that have that after_script (not in the after_script itself).
+if [ -n "$MPIREGRESS_KEPT_DIR" ]; then
+    case "$(basename "$0")" in
+        run.sh|ab.sh|linktest.sh|noise.sh|coll-sweep.sh|pt2pt-sweep.sh|verdict.sh) trap mpiregress_keep EXIT ;;
+    esac
+fi

@@ -95,6 +95,11 @@ def _paired(folders: Sequence[Path], db: Optional[history_url.Location]) -> tupl
         records = inputs.read_json(samples_file, "A/B samples file")
         if not isinstance(records, list):
             raise InputError(f"A/B samples file {samples_file} is not a list of records")
+        for index, record in enumerate(records):
+            if isinstance(record, dict):
+                samples = record.get("samples") if isinstance(record.get("samples"), list) else []
+                inputs.check_physical(str(record.get("metric", "")), record.get("value"), samples,
+                                      record.get("reference"), f"A/B samples file {samples_file}: record #{index}")
         found, why = ab_judge.judge_run([r for r in records if isinstance(r, dict) and "ab_side" in r], db)
         verdicts += found
         causes.update(why)

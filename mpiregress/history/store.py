@@ -33,9 +33,12 @@ toolchains in a series unless asked to start the new toolchain deliberately.
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 import statistics
 import sys
 from dataclasses import dataclass
@@ -264,6 +267,7 @@ class History:
         self.upgraded = ""     # a sentence when opening upgraded the store's schema
         self.journal: Union[history_journal.Journal, history_url.Server]
         if isinstance(self.location, Path):
+            check_db_path(self.location, creating=True)
             self.journal, self.upgraded = history_sqlite.prepare(self.location)
             self._engine = _sqlite_engine(self.location)
         else:
@@ -593,6 +597,46 @@ class History:
         return count
 
 
+def check_db_path(path: Path, creating: bool) -> bool:
+    """Whether a history file exists at ``path`` (False: absent, which is fine); any path no history can
+    live at is one sentence (InputError, exit 2): a symlink loop or a link to nothing, a folder, a device, a
+    parent that is a file. ``creating``: the file may be created (an import), so its folder is checked too."""
+    path = Path(path)
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise InputError(f"history file {path} is a symlink to {os.readlink(path)}, which does not exist: "
+                             "give the real file") from None
+        if creating:
+            for parent in path.parents:
+                try:
+                    if not stat.S_ISDIR(os.stat(parent).st_mode):
+                        raise InputError(f"history file {path} cannot be created: {parent} is not a folder")
+                    break
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    raise InputError(f"history file {path} cannot be created: {parent}: "
+                                     f"{_stat_error(err)}") from None
+        return False
+    except OSError as err:
+        raise InputError(f"history file {path} cannot be used: {_stat_error(err)}") from None
+    if stat.S_ISDIR(found.st_mode):
+        raise InputError(f"history file {path} is a folder, not a file: give the history's SQLite file")
+    if not stat.S_ISREG(found.st_mode):
+        raise InputError(f"history file {path} is not a regular file: give the history's SQLite file")
+    return True
+
+
+def _stat_error(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "a symlink loop (too many levels of symbolic links)"
+    if err.errno == errno.ENOTDIR:
+        return "a part of the path is a file, not a folder"
+    return err.strerror or str(err)
+
+
 def open_history(path: Union[Path, str, None] = None) -> History:
     """Open (creating or migrating if needed) the history at ``path``: a file path or a ``postgresql://`` URL
     (default: ``$MPIREGRESS_HISTORY_URL``, else paths.history_db())."""
@@ -605,7 +649,7 @@ def open_existing(path: Union[Path, str, None] = None) -> Optional[History]:
     into it (or it was migrated)."""
     location = history_url.resolve(path)
     if isinstance(location, Path):
-        return History(location) if location.exists() else None
+        return History(location) if check_db_path(location, creating=False) else None
     try:
         return History(location, create=False)
     except _Empty:

@@ -34,6 +34,7 @@ class Metric:
     higher_is_better: bool
     zero_possible: bool = False          # a time that can be 0 (no detour); latencies and rates cannot
     at_most: Optional[float] = None      # an upper bound of the quantity itself (an efficiency: 1)
+    at_most_is: str = ""                 # what that bound is, in words (for the sentence that refuses)
 
     def impossible(self, value: float) -> Optional[str]:
         """Why ``value`` cannot be a measurement of this metric (non-finite, not positive, above its bound),
@@ -45,7 +46,8 @@ class Metric:
             return (f"{self.name} {value:g}{unit} is impossible: it must be "
                     f"{'zero or more' if self.zero_possible else 'above zero'}")
         if self.at_most is not None and value > self.at_most:
-            return f"{self.name} {value:g}{unit} is impossible: it must be at most {self.at_most:g}"
+            what = f" ({self.at_most_is})" if self.at_most_is else ""
+            return f"{self.name} {value:g}{unit} is impossible: it must be at most {self.at_most:g}{unit}{what}"
         return None
 
     def worse(self, value: float, reference: float) -> bool:
@@ -75,12 +77,18 @@ class Metric:
 
 
 # Every metric any family measures. A family adds its metrics here, never a private copy.
+# ``at_most``: beyond physical sense, refused by every reader (a results file, ReFrame's report, the
+# history, A/B samples) in one sentence: no measured message takes an hour (3.6e9 us; a job's time limit
+# ends it long before), and no link or memory path carries 10 TB/s (1e7 MB/s; NVLink 5 is 1.8 TB/s, an
+# HBM3e stack about 1.2 TB/s).
 METRICS: dict[str, Metric] = {
-    "latency": Metric("latency", "us", higher_is_better=False),
-    "bandwidth": Metric("bandwidth", "MB/s", higher_is_better=True),
+    "latency": Metric("latency", "us", higher_is_better=False, at_most=3.6e9, at_most_is="an hour"),
+    "bandwidth": Metric("bandwidth", "MB/s", higher_is_better=True, at_most=1e7,
+                        at_most_is="10 TB/s, beyond any link or memory"),
     # Σ per-iteration minima ÷ Σ maxima: in (0, 1].
     "efficiency": Metric("efficiency", "", higher_is_better=True, at_most=1.0),
-    "max_detour": Metric("max_detour", "us", higher_is_better=False, zero_possible=True),
+    "max_detour": Metric("max_detour", "us", higher_is_better=False, zero_possible=True, at_most=3.6e9,
+                         at_most_is="an hour"),
 }
 
 

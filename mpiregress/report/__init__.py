@@ -19,8 +19,9 @@ from mpiregress.model import toolchain
 from mpiregress.model.baselines import Baselines
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
-from mpiregress.verdict import compose
+from mpiregress.verdict import band, compose, policy
 from mpiregress.verdict import cross_method as consistency
+from mpiregress.verdict import node_noise as nodehistory
 from mpiregress.verdict.ab import attribution, evidence
 from mpiregress.verdict.changepoint import ChangePoint, scan_runs
 from mpiregress.verdict.compose import Evidence, PipelineVerdict
@@ -51,6 +52,7 @@ class ReportData:
     collectives: Optional[Analysis] = None     # best algorithms, findings, rules files of a collective sweep
     causes: dict[SeriesKey, str] = field(default_factory=dict)   # one sentence per failing series
     verdict: Optional[PipelineVerdict] = None  # the pipeline event's one verdict (verdict.compose)
+    ungated: bool = False   # written by a command that exits 0 whatever the verdict (report without --gate)
 
     def cause(self, verdict: Verdict) -> str:
         """Why a failing series failed (ab.attribution without A), or ''."""
@@ -103,6 +105,12 @@ def build(results: Sequence[Result], history: Optional[History], baselines: Mapp
     other judges said: paired A/B, confirmations, the run's problems, the MR's changes).
     """
     books = {s: b for s, b in baselines.items() if b is not None}
+    # Values, not labels: every measured value is judged again against its band, whatever status the
+    # results file gave it (strict where the band gates the event: a value with no baseline is an error).
+    partitions = sorted({(r.system, r.partition) for r in results})
+    band.rejudge(results, baselines, strict="baseline_band" in policy.load()[event].gates,
+                 node_noise={where: nodehistory.node_efficiencies(history, *where, exclude_run=exclude_run)
+                             for where in partitions} if history is not None else None)
     verdicts = judge(results, history, baselines, config, exclude_run=exclude_run)
     systems = {r.system for r in results}
     trends: dict[SeriesKey, list[RunPoint]] = {}

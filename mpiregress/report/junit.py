@@ -14,7 +14,7 @@ from mpiregress.report import ReportData, verdict_text
 
 def render(data: ReportData) -> str:
     """The JUnit XML document for ``data`` as text."""
-    return verdict_text.junit_xml(data.pipeline_verdict)
+    return verdict_text.junit_xml(data.pipeline_verdict, ungated=data.ungated)
 
 
 def write(data: ReportData, path: Path) -> Path:

@@ -34,7 +34,7 @@ HEADER = ("| verdict | series | new (median) | reference | change (+ = worse) | 
 def render(data: ReportData) -> str:
     """The MR summary as Markdown text."""
     counts = data.counts
-    lines = [verdict_text.markdown(data.pipeline_verdict).rstrip("\n"), ""]
+    lines = [verdict_text.markdown(data.pipeline_verdict, ungated=data.ungated).rstrip("\n"), ""]
     lines.append("History gate, per series: " + " · ".join(f"{ICONS[k]} {n} {k}" for k, n in counts.items() if n))
     lines.append("")
     if data.commits() or data.pipelines():

@@ -26,13 +26,17 @@ def counts_phrase(v: PipelineVerdict) -> str:
     return ", ".join(parts) or "no finding"
 
 
-def headline(v: PipelineVerdict, measure_only: bool = False) -> str:
-    """The first line of every surface: the state, the count of findings, the exit code."""
+def headline(v: PipelineVerdict, measure_only: bool = False, ungated: bool = False) -> str:
+    """The first line of every surface: the state, the count of findings, the exit code.
+
+    ``ungated``: the command that writes it exits 0 whatever the verdict (``mpiregress report`` without
+    ``--gate``), so the line says that, and which code ``--gate`` would give: never a code not returned."""
     code = exit_code(v, measure_only)
     if measure_only and v.state in ("regression", "needs a look", "pass"):
         return (f"{ICONS['pass']} measured {v.measured} series ({counts_phrase(v)} by this job's own look; "
                 f"the pipeline's verdict job judges) (exit {code})")
-    return f"{ICONS[v.state]} {v.state}: {counts_phrase(v)} (exit {code})"
+    said = f"exit 0 without --gate; {code} with --gate" if ungated and code != 0 else f"exit {code}"
+    return f"{ICONS[v.state]} {v.state}: {counts_phrase(v)} ({said})"
 
 
 def _fmt_effect(f: Finding) -> str:
@@ -49,9 +53,9 @@ def _cell(text: str) -> str:
 
 
 def markdown(v: PipelineVerdict, heading: str = "##", measure_only: bool = False,
-             report_link: Optional[str] = None) -> str:
+             report_link: Optional[str] = None, ungated: bool = False) -> str:
     """The verdict as Markdown: top line, what gates, what to look at, what was only evidence."""
-    lines = [f"{heading} MPI performance: {headline(v, measure_only)}", ""]
+    lines = [f"{heading} MPI performance: {headline(v, measure_only, ungated)}", ""]
     lines.append(f"Event: {v.event.replace('_', ' ')}; gating: {', '.join(g.replace('_', ' ') for g in v.gating)}; "
                  f"{v.measured} series measured.")
     if report_link:
@@ -96,7 +100,7 @@ def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], sa
     ET.SubElement(case, "system-out").text = text or said or "pass: nothing found"
 
 
-def junit_suite(v: PipelineVerdict) -> ET.Element:
+def junit_suite(v: PipelineVerdict, ungated: bool = False) -> ET.Element:
     """The verdict as a test suite named by its top line: one case per series measured (the worst of its
     findings decides) and one per finding about no single series.
 
@@ -104,9 +108,10 @@ def junit_suite(v: PipelineVerdict) -> ET.Element:
     <skipped> with "needs a look" in its message, so GitLab's widget lists it apart from both. A run
     that measured nothing has one case saying so, never an empty (green) suite.
     """
-    suite = ET.Element("testsuite", name=f"mpiregress — {headline(v)}")
+    suite = ET.Element("testsuite", name=f"mpiregress — {headline(v, ungated=ungated)}")
     if v.state == "not available":
-        _case(suite, "mpiregress.verdict", "verdict", [Finding("needs a look", "verdict", "verdict", headline(v))])
+        _case(suite, "mpiregress.verdict", "verdict",
+              [Finding("needs a look", "verdict", "verdict", headline(v, ungated=ungated))])
     by_key: dict = {}
     for f in v.findings:
         if f.key is not None:
@@ -126,9 +131,9 @@ def junit_suite(v: PipelineVerdict) -> ET.Element:
     return suite
 
 
-def junit_xml(v: PipelineVerdict, *extra: ET.Element) -> str:
+def junit_xml(v: PipelineVerdict, *extra: ET.Element, ungated: bool = False) -> str:
     """A JUnit document: the verdict's suite first, then ``extra`` suites (e.g. skipped checks)."""
-    suites = [junit_suite(v), *extra]
+    suites = [junit_suite(v, ungated), *extra]
     root = ET.Element("testsuites", name="mpiregress")
     for key in ("tests", "failures", "errors", "skipped"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))

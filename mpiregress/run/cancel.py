@@ -5,13 +5,19 @@ terminal), sent to the run's PID or to its whole process group, end a run the sa
 
 1. :func:`signals_cancel` turns the first of them into :class:`Cancelled` in the main thread; later ones
    are noted and ignored, so the clean-up that follows cannot be interrupted half-way.
-2. :class:`RunChildren` stops what the run started: ReFrame runs in a session of its own (a signal to
-   the run's group does not reach it behind the run's back), is asked to stop with SIGTERM (it then
-   cancels its own jobs), killed with its whole group after a grace, and every Slurm job this run
-   submitted is cancelled by job id. The jobs are tagged (``--comment``) with the run's token and
-   recorded, as they appear in the queue, in ``slurm-jobs.txt`` of the report folder, so a run killed
-   outright (SIGKILL) is cleaned up afterwards by ``mpiregress cancel`` (the pipeline's after_script).
-3. Only then does the run write its "cancelled" report and release its locks (the runner's order).
+2. The runner writes its "cancelled" status and report at once (a SIGKILL may follow within seconds:
+   GitLab's grace can be short), then :class:`RunChildren` stops what the run started, in this order:
+   the run's ``sbatch`` is fenced (ReFrame submits through a wrapper on its PATH that refuses once the
+   run is cancelled, and that cancels a job it submitted in flight when the run is cancelled or gone),
+   every Slurm job the run recorded is cancelled by id in one ``scancel``, ReFrame (in a session of its
+   own: a signal to the run's group does not reach it behind the run's back) is asked to stop with
+   SIGTERM and killed with its whole group after a grace, and the queue is read once more for any job
+   under the run's token. Every job is tagged (``--comment``) with the run's token (in CI, the token
+   names the CI job: ``mpiregress cancel`` in the after_script finds the job's Slurm jobs without any
+   file) and recorded in ``slurm-jobs.txt`` of the report folder the moment sbatch returns, so a run
+   killed outright (SIGKILL) is cleaned up afterwards by ``mpiregress cancel`` or by the next run in
+   the same folder.
+3. Then the run completes its report with what was stopped and releases its locks (the runner's order).
 
 ReFrame dies with the run (PR_SET_PDEATHSIG): a run killed outright leaves no ReFrame behind.
 """
@@ -19,9 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
+import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -37,6 +47,8 @@ CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 JOBS_FILE = "slurm-jobs.txt"
 # Seconds ReFrame gets after SIGTERM to cancel its own jobs before its group is killed.
 REFRAME_GRACE = float(os.environ.get("MPIREGRESS_CANCEL_GRACE", "15"))
+# Seconds to wait for an sbatch in flight when the run is cancelled (it then cancels its own job).
+FENCE_WAIT = 10.0
 # Seconds to wait, after scancel, for the run's jobs to leave the queue.
 QUEUE_GRACE = 30.0
 # How often the queue is read for new jobs of this run.
@@ -77,16 +89,20 @@ def signals_cancel() -> Iterator[None]:
     """Within: SIGTERM, SIGINT and SIGHUP raise :class:`Cancelled` once; later ones are ignored.
 
     Outside the main thread (no signal handlers can be set there) this does nothing. Nested uses
-    (``confirm`` runs several runs) keep the outer one's state.
+    (``confirm`` runs several runs, and the CLI holds one around every command from its first line, so a
+    signal during the imports and option checks before a run installs its own is not lost) keep the
+    outer one's state. A SIGHUP its starter ignored (``nohup``) stays ignored.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in CANCEL_SIGNALS}
-    outer = all(h is _on_signal for h in previous.values())
+    # SIGHUP ignored by whoever started us (nohup: "survive the terminal's hangup") stays ignored.
+    handled = [s for s in CANCEL_SIGNALS if not (s == signal.SIGHUP and previous[s] is signal.SIG_IGN)]
+    outer = all(previous[s] is _on_signal for s in handled)
     if not outer:
         _STATE.raised, _STATE.later = None, []
-    for s in CANCEL_SIGNALS:
+    for s in handled:
         signal.signal(s, _on_signal)
     try:
         yield
@@ -110,9 +126,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def ci_prefix(env: Optional[dict[str, str]] = None) -> str:
+    """The start of every token of the runs of one CI job (``mpiregress-ci<CI_JOB_ID>-``), or '' outside CI."""
+    job = (os.environ if env is None else env).get("CI_JOB_ID", "")
+    return f"mpiregress-ci{job}-" if job.isdigit() else ""
+
+
 def new_token() -> str:
-    """A tag naming one run's Slurm jobs (their --comment)."""
-    return f"mpiregress-{uuid.uuid4().hex[:16]}"
+    """A tag naming one run's Slurm jobs (their --comment); in CI it starts with the CI job's prefix."""
+    return f"{ci_prefix() or 'mpiregress-'}{uuid.uuid4().hex[:16]}"
 
 
 def queued_jobs(env: dict[str, str], timeout: float = 20) -> Optional[dict[str, str]]:
@@ -150,7 +172,7 @@ class JobRecord:
             if "=" in line and not line.startswith("#"):
                 key, _, value = line.partition("=")
                 head[key.strip()] = value.strip()
-            elif line.isdigit() or line.replace("_", "").isdigit():
+            elif (line.isdigit() or line.replace("_", "").isdigit()) and line not in jobs:
                 jobs.append(line)
         return cls(token=head.get("token", ""), pid=int(head.get("pid", "0") or 0),
                    slurm_conf=head.get("slurm_conf", ""), jobs=jobs)
@@ -160,9 +182,17 @@ class JobRecord:
                 f"token={self.token}\npid={self.pid}\nslurm_conf={self.slurm_conf}\n")
 
 
+def scancel(jobs: Sequence[str], env: dict[str, str], timeout: float = 10) -> None:
+    """One ``scancel`` of ``jobs`` by id, without reading the queue first (the run recorded each one itself)."""
+    if jobs:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=timeout)
+
+
 def cancel_jobs(jobs: Sequence[str], token: str, env: dict[str, str], wait: float = QUEUE_GRACE,
-                trust_record: bool = False) -> tuple[list[str], list[str]]:
-    """Cancel, by job id, the ``jobs`` still queued under ``token`` and any other job with that token.
+                trust_record: bool = False, prefix: str = "") -> tuple[list[str], list[str]]:
+    """Cancel, by job id, the ``jobs`` still queued under ``token`` and any other job with that token
+    (or, with ``prefix``, any job whose token starts with it: every run of one CI job).
 
     Returns (cancelled ids, ids still in the queue after ``wait`` seconds). A job id whose comment is
     not the token is never touched: an id Slurm gave to someone else's job after ours ended stays theirs.
@@ -177,12 +207,12 @@ def cancel_jobs(jobs: Sequence[str], token: str, env: dict[str, str], wait: floa
             return [], []
         ours = list(jobs)
     else:
-        ours = sorted({j for j in jobs if queue.get(j) == token} | {j for j, c in queue.items() if c == token},
+        ours = sorted({j for j in jobs if queue.get(j) == token} | {j for j, c in queue.items() if c == token}
+                      | {j for j, c in queue.items() if prefix and c.startswith(prefix)},
                       key=lambda j: int(j.split("_")[0]) if j.split("_")[0].isdigit() else 0)
     if not ours:
         return [], []
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(["scancel", *ours], env=env, capture_output=True, timeout=30)
+    scancel(ours, env, timeout=30)
     deadline = time.monotonic() + wait
     left = ours
     while left and time.monotonic() < deadline:
@@ -192,6 +222,32 @@ def cancel_jobs(jobs: Sequence[str], token: str, env: dict[str, str], wait: floa
             break
         left = [j for j in ours if j in queue]
     return ours, left
+
+
+# The run's sbatch (a bash script on ReFrame's PATH): submits through the real sbatch while the run is
+# not cancelled, records the job id the moment sbatch returns, and cancels that job itself when the run
+# was cancelled or is gone meanwhile (a submission in flight when the signal came). The shared flock is
+# held across the submission: the run, cancelling, takes it exclusively to know none is in flight.
+FENCE_SCRIPT = """#!/bin/bash
+# Written by mpiregress for one run: its sbatch, closed once the run is cancelled.
+exec 9>>{lock}
+flock -s 9
+if [ -e {mark} ] || ! kill -0 {pid} 2>/dev/null; then
+    echo "sbatch: error: the mpiregress run (PID {pid}) was cancelled: no new job is submitted" >&2
+    exit 1
+fi
+out=$({sbatch} "$@")
+rc=$?
+printf '%s\\n' "$out"
+id=$(printf '%s\\n' "$out" | grep -oE '^(Submitted batch job )?[0-9]+' | grep -oE '[0-9]+$' | head -n 1)
+if [ -n "$id" ]; then
+    echo "$id" >> {record}
+    if [ -e {mark} ] || ! kill -0 {pid} 2>/dev/null; then
+        {scancel} "$id" >/dev/null 2>&1
+    fi
+fi
+exit $rc
+"""
 
 
 class RunChildren:
@@ -207,28 +263,61 @@ class RunChildren:
         self._stop_watch = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        self._fence: Optional[Path] = None
         # Slurm's words for a node lost under one of this run's jobs (nodeloss), once seen; ReFrame is
         # then asked to stop, and writes its report with what finished.
         self.lost: Optional[str] = None
         if record is not None:
-            rec = JobRecord(self.token, os.getpid(), env.get("SLURM_CONF", ""))
-            record.write_text(rec.header())
+            earlier = _own_record(record)
+            if earlier is not None:
+                # A later ReFrame of the same run (an A/B round): one token, one record for all of them.
+                self.token, self.jobs = earlier.token, list(earlier.jobs)
+            else:
+                rec = JobRecord(self.token, os.getpid(), env.get("SLURM_CONF", ""))
+                record.write_text(rec.header())
 
     def job_options(self) -> list[str]:
         """ReFrame options that tag every job it submits with this run's token."""
         return ["-J", f"comment={self.token}"]
 
+    def _fenced_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with this run's sbatch first on PATH (:data:`FENCE_SCRIPT`); unchanged without sbatch."""
+        real = shutil.which("sbatch", path=env.get("PATH"))
+        if real is None or not self._watch:
+            return env
+        self._fence = Path(tempfile.mkdtemp(prefix="mpiregress-sbatch-"))
+        record = self.record or self._fence / JOBS_FILE
+        script = self._fence / "sbatch"
+        script.write_text(FENCE_SCRIPT.format(
+            lock=shlex.quote(str(self._fence / "lock")), mark=shlex.quote(str(self._fence / "cancelled")),
+            pid=os.getpid(), sbatch=shlex.quote(real), record=shlex.quote(str(record)),
+            scancel=shlex.quote(shutil.which("scancel", path=env.get("PATH")) or "scancel")))
+        script.chmod(0o755)
+        return {**env, "PATH": os.pathsep.join(filter(None, [str(self._fence), env.get("PATH")]))}
+
     def popen(self, cmd: Sequence[str], **kwargs: Any) -> "subprocess.Popen[Any]":
         """Start ReFrame (or another child) in a session of its own that dies with the run."""
+        kwargs["env"] = self._fenced_env(dict(kwargs.get("env") or os.environ))
         self.proc = subprocess.Popen(list(cmd), start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
         if self._watch:
             self._thread = threading.Thread(target=self._watch_queue, name="mpiregress-jobs", daemon=True)
             self._thread.start()
         return self.proc
 
-    def _note(self, found: list[str]) -> None:
+    def recorded(self) -> list[str]:
+        """Every job id this run recorded (by the queue watch, and by its sbatch as it submitted)."""
         with self._lock:
-            new = [j for j in found if j not in self.jobs]
+            found = list(self.jobs)
+            for path in filter(None, [self.record, self._fence and self._fence / JOBS_FILE]):
+                with contextlib.suppress(OSError):
+                    found += [j for j in JobRecord.read(path).jobs if j not in found]
+            self.jobs = found
+            return list(found)
+
+    def _note(self, found: list[str]) -> None:
+        known = self.recorded()
+        with self._lock:
+            new = [j for j in found if j not in known]
             if not new:
                 return
             self.jobs += new
@@ -252,22 +341,68 @@ class RunChildren:
                         os.kill(self.proc.pid, signal.SIGTERM)
 
     def finish(self) -> None:
-        """After the child ended on its own: stop watching the queue."""
+        """After the child ended on its own: stop watching the queue, remove the run's sbatch."""
         self._stop_watch.set()
         if self._thread is not None:
             self._thread.join(timeout=WATCH_PERIOD + 25)
+        if self._fence is not None:
+            self.recorded()   # what the run's sbatch recorded outside the report folder (no record given)
+            shutil.rmtree(self._fence, ignore_errors=True)
+            self._fence = None
+
+    def _close_fence(self, wait: float) -> bool:
+        """No new submission from now on; True once no sbatch of the run is in flight (within ``wait`` s)."""
+        if self._fence is None:
+            return True
+        with contextlib.suppress(OSError):
+            (self._fence / "cancelled").touch()
+        try:
+            fd = os.open(self._fence / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except OSError:
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.05)
+        finally:
+            os.close(fd)
 
     def stop(self, grace: float = REFRAME_GRACE) -> list[str]:
-        """End the child's whole process group (SIGTERM, then SIGKILL after ``grace``), every process it
-        started in a session of its own (ReFrame's local scheduler does), and cancel this run's Slurm jobs
-        by id; return sentences saying what was done."""
+        """End everything the run started, most urgent first (a SIGKILL may follow within seconds): fence
+        the run's sbatch, cancel every recorded Slurm job by id in one scancel, SIGTERM ReFrame's group
+        (ReFrame stops and writes its report), wait for an sbatch in flight and cancel what it submitted,
+        then ReFrame's group and every process it started in a session of its own are killed after
+        ``grace``, and the queue is read for any job left under the run's token. Returns sentences
+        saying what was done."""
         done: list[str] = []
         proc = self.proc
+        alive = proc is not None and proc.poll() is None
         # Taken before anything dies: an orphan is re-parented and could no longer be found.
-        tree = descendants(proc.pid) if proc is not None and proc.poll() is None else []
-        if proc is not None and proc.poll() is None:
+        tree = descendants(proc.pid) if proc is not None and alive else []
+        if self._fence is not None:
+            with contextlib.suppress(OSError):
+                (self._fence / "cancelled").touch()
+        first = self.recorded() if self._watch else []
+        scancel(first, self.env)
+        if proc is not None and alive:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGTERM)
+        if first:
+            done.append(f"Slurm job(s) {', '.join(first)} cancelled by id at once")
+        if not self._close_fence(min(grace, FENCE_WAIT)):
+            done.append(f"an sbatch of the run still in flight after {min(grace, FENCE_WAIT):g} s (it cancels "
+                        "its own job when it returns)")
+        late = [j for j in (self.recorded() if self._watch else []) if j not in first]
+        scancel(late, self.env)
+        if late:
+            done.append(f"Slurm job(s) {', '.join(late)} submitted while the run was cancelled, cancelled by id")
+        if proc is not None and alive:
             try:
                 proc.wait(timeout=grace)
                 done.append(f"ReFrame (PID {proc.pid}) stopped on SIGTERM")
@@ -294,12 +429,24 @@ class RunChildren:
         if self._watch:
             cancelled, left = cancel_jobs(self.jobs, self.token, self.env, trust_record=True)
             self._note(cancelled)
-            if cancelled:
-                done.append(f"Slurm job(s) {', '.join(cancelled)} cancelled by id"
+            others = [j for j in cancelled if j not in first + late]
+            if others:
+                done.append(f"Slurm job(s) {', '.join(others)} cancelled by id"
                             + (f"; not yet seen leaving the queue: {', '.join(left)}" if left else ""))
-            else:
+            elif left:
+                done.append(f"not yet seen leaving the queue: {', '.join(left)}")
+            if not (first or late or cancelled):
                 done.append(f"no Slurm job of this run left in the queue ({len(self.jobs)} recorded in {JOBS_FILE})")
         return done
+
+
+def _own_record(record: Path) -> Optional[JobRecord]:
+    """The record this very process wrote earlier at ``record`` (same PID), or None."""
+    try:
+        earlier = JobRecord.read(record)
+    except OSError:
+        return None
+    return earlier if earlier.pid == os.getpid() and earlier.token else None
 
 
 def _stat(pid: int) -> Optional[list[str]]:

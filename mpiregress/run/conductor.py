@@ -388,6 +388,12 @@ def _classify_infrastructure(found: list[results.Result], env: dict[str, str],
     return infrastructure
 
 
+def cancelled_sentence(err: BaseException) -> str:
+    """The report's sentence for a run cancelled by a signal (or Ctrl-C)."""
+    said = err.sentence if isinstance(err, cancel.Cancelled) else "interrupted (Ctrl-C or SIGINT)"
+    return f"{said}: the run cancelled its Slurm jobs and stopped ReFrame; nothing was judged"
+
+
 def run(opts: RunOptions) -> int:
     """Run the checks for ``opts.system`` and return the exit code of the verdict.
 
@@ -409,13 +415,10 @@ def run(opts: RunOptions) -> int:
         except MpiRegressError as err:
             folder.fail(str(err), err.exit_code)
             raise
-        except cancel.Cancelled as err:
-            # ReFrame and the Slurm jobs are already stopped (_reframe_run): now the report, then the locks.
-            folder.fail(f"{err.sentence}: the run stopped ReFrame and cancelled its Slurm jobs; nothing was judged",
-                        CANCELLED, state="cancelled")
-            raise
-        except KeyboardInterrupt:
-            folder.fail("interrupted (Ctrl-C or SIGINT)", CANCELLED, state="cancelled")
+        except (cancel.Cancelled, KeyboardInterrupt) as err:
+            # ReFrame and the Slurm jobs are already stopped (_reframe_run): the report again, with what was
+            # stopped, then the locks.
+            folder.fail(cancelled_sentence(err), CANCELLED, state="cancelled")
             raise
         except Exception as err:
             folder.fail(f"unexpected {type(err).__name__}: {err}", ERROR)
@@ -553,7 +556,10 @@ def _reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
             if lost is not None:
                 lost.append(children.lost)
         return proc
-    except BaseException:
+    except BaseException as err:
+        if isinstance(err, (cancel.Cancelled, KeyboardInterrupt)):
+            # Said before anything that can take seconds: a SIGKILL may follow the signal within seconds.
+            folder.fail(cancelled_sentence(err), CANCELLED, state="cancelled")
         for sentence in children.stop():
             folder.step(sentence)
         raise

@@ -14,7 +14,9 @@ recorded as its own (it would have to remove someone else's file).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import shutil
@@ -22,8 +24,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mpiregress.cluster import locks
-from mpiregress.errors import InputError
+from mpiregress.errors import CANCELLED, InputError
 from mpiregress.run import outputs
+from mpiregress.run.cancel import JOBS_FILE, JobRecord, cancel_jobs
 
 LOCK_NAME = ".mpiregress-run.lock"
 # The entries of the folder that runs wrote (one name a line): the only ones a run removes.
@@ -36,6 +39,11 @@ OWNED = ("results.json", "summary.md", "junit.xml", "reframe-junit.xml", "refram
 # Where no report folder may be: the system's own folders (a run there would write into /etc).
 SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
                   "/sys", "/usr", "/var/lib", "/var/log", "/var/spool", "/var/cache", "/var/run", "/var/mail")
+# Folders that hold other people's folders (a run would claim every entry named like a report of its own
+# beside them): never a report folder themselves, though a folder inside them may be. A person's home
+# folder (a direct child of /home, and $HOME) is refused the same way.
+SHARED_FOLDERS = ("/home", "/root", "/opt", "/srv", "/mnt", "/media", "/tmp", "/var", "/var/tmp", "/snap", "/scratch",
+                  "/work", "/data", "/gpfs", "/lustre", "/nfs")
 
 
 def refuse_place(path: Path) -> Optional[str]:
@@ -50,6 +58,9 @@ def refuse_place(path: Path) -> Optional[str]:
     real = path.resolve()
     if real == Path("/") or any(real == Path(s) or Path(s) in real.parents for s in SYSTEM_FOLDERS):
         return f"report folder {path} is in the system folder {real}: choose a --report-dir of your own"
+    if str(real) in SHARED_FOLDERS or real.parent == Path("/home") or real == Path.home().resolve():
+        return (f"report folder {path} is {real}, a folder that holds other people's folders: choose a folder "
+                "of its own inside it as --report-dir")
     if path.is_dir():
         for entry in sorted(path.iterdir()):
             if entry.is_symlink():
@@ -59,6 +70,93 @@ def refuse_place(path: Path) -> Optional[str]:
                             f"{os.readlink(entry)}): a run touches only its own files; remove the link or "
                             "choose another --report-dir")
     return None
+
+
+def dead_run(path: Path) -> Optional[dict[str, Any]]:
+    """The status of the run that last wrote ``path`` when it died without finishing (status "running",
+    its lock free: the kernel drops a dead holder's flock), else None. The lock is only tested, not kept."""
+    path = Path(path)
+    try:
+        status = json.loads((path / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(status, dict) or status.get("state") != "running":
+        return None
+    try:
+        fd = os.open(path / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return status        # no lock file: no run can be holding it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return None          # a live run holds it
+    finally:
+        os.close(fd)
+    return status
+
+
+def mark_killed(path: Path, status: dict[str, Any], message: str) -> None:
+    """Leave the folder of a run killed outright saying so: status.json "cancelled" (exit 6), summary.md and
+    junit.xml (best effort: a folder that cannot be written must not hide the caller's own work)."""
+    path = Path(path)
+    ran = [s for s in status.get("steps") or [] if isinstance(s, str)]
+    summary = [f"# MPI regression run CANCELLED (exit {CANCELLED})", "", f"**Why:** {message}", "",
+               f"Command: `{status.get('command', '?')}`", f"Started: {status.get('started', '?')}", "",
+               "## What ran", "", *([f"- {step}" for step in ran] or ["- nothing recorded"]), "",
+               "No verdict: nothing of this run was judged."]
+    record = {**status, "state": "cancelled", "exit_code": CANCELLED, "message": message, "ended": _now()}
+    for name, text in (("summary.md", "\n".join(summary) + "\n"),
+                       ("junit.xml", outputs.failure_junit("run", message, CANCELLED, ran)),
+                       ("status.json", json.dumps(record, indent=2) + "\n")):
+        try:
+            write_atomic(path / name, text)
+        except InputError:
+            continue
+
+
+# Seconds of slack on "changed after the previous run ended": its status.json's "ended" has whole seconds.
+END_SLACK = 2.0
+
+
+def _remove_run_files(folder: Path, ended: Optional[float], root: Path) -> list[str]:
+    """Remove what a run wrote under ``folder``: every file unless ``ended`` is known, then every file not
+    changed after it (nothing of a run writes into its folder after it ended); the files a person put
+    there later are kept, with the folders that hold them. Returns the kept files, relative to ``root``."""
+    if ended is None:
+        shutil.rmtree(folder)
+        return []
+    kept: list[str] = []
+    for here, dirs, files in os.walk(folder, topdown=False):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            path = Path(here) / name
+            if path.lstat().st_mtime > ended + END_SLACK:
+                kept.append(str(path.relative_to(root)))
+            else:
+                path.unlink()
+        for name in dirs:
+            path = Path(here) / name
+            if not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.rmdir()      # kept when it still holds a kept file
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return sorted(kept)
+
+
+def _cancel_recorded(record: Path) -> str:
+    """Cancel the jobs a dead run recorded (by id, under its token); what was done, as a clause."""
+    try:
+        rec = JobRecord.read(record)
+    except OSError:
+        return f"it left no {JOBS_FILE}, so no Slurm job of it could be cancelled"
+    env = dict(os.environ)
+    if rec.slurm_conf and Path(rec.slurm_conf).exists():
+        env["SLURM_CONF"] = rec.slurm_conf
+    cancelled, left = cancel_jobs(rec.jobs, rec.token, env, wait=15, trust_record=True)
+    if cancelled:
+        return (f"its Slurm job(s) {', '.join(cancelled)} were cancelled by id"
+                + (f" (still leaving the queue: {', '.join(left)})" if left else ""))
+    return f"none of its {len(rec.jobs)} recorded Slurm job(s) was still queued"
 
 
 def _plain_names(text: str) -> set[str]:
@@ -94,6 +192,7 @@ class RunFolder:
         self.steps: list[str] = []              # what ran so far, in order, for a failure report
         self._lock: Optional[int] = None
         self._foreign: set[str] = set()         # entries that were there, not a run's: never touched
+        self.state = ""                         # the state status.json says (write_status)
 
     # -- owning the folder ----------------------------------------------
     def __enter__(self) -> "RunFolder":
@@ -109,6 +208,7 @@ class RunFolder:
         had_lock_file = (self.path / LOCK_NAME).exists()
         self._take_lock()
         try:
+            self._set_aside_dead_run()
             self._clear()
             self.write_status("running")
         except BaseException:
@@ -121,6 +221,11 @@ class RunFolder:
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            if self.state == "running":
+                # Whoever used the folder wrote no final state: it still must not claim a run is running.
+                with contextlib.suppress(InputError):
+                    self.write_status("finished" if exc[0] is None else "failed", None,
+                                      "" if exc[0] is None else f"ended by {exc[0].__name__}")
             self._record_owned()
         finally:
             self._release()
@@ -160,6 +265,40 @@ class RunFolder:
         except InputError:
             pass
 
+    def _set_aside_dead_run(self) -> None:
+        """A run that died here without finishing (status "running", and this run holds the lock it held):
+        cancel the Slurm jobs it recorded, move its files into ``killed-run-<its start>/`` (kept, never a
+        run's to remove), and say so in one sentence before this run starts."""
+        try:
+            status = json.loads((self.path / "status.json").read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(status, dict) or status.get("state") != "running":
+            return
+        said = _cancel_recorded(self.path / JOBS_FILE)
+        stamp = "".join(c for c in str(status.get("started")) or _now() if c.isalnum())[:15]
+        aside = self.path / f"killed-run-{stamp}"
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path / f"killed-run-{stamp}-{n}"
+        owned = self._owned_before() | {"status.json", JOBS_FILE}
+        aside.mkdir()
+        for name in sorted(owned):
+            if (self.path / name).exists() or (self.path / name).is_symlink():
+                try:
+                    os.replace(self.path / name, aside / name)
+                except OSError as err:
+                    raise InputError(f"report folder {self.path}: the killed run's {name} cannot be moved into "
+                                     f"{aside} ({err.strerror or err})") from None
+        sentence = (f"the run that started here at {status.get('started', '?')} (PID {status.get('pid', '?')}) "
+                    f"died without finishing: {said}, and its files were moved to {aside}")
+        # Its own folder says what became of it: no status.json claims a dead run is running.
+        mark_killed(aside, status, f"killed outright: the run (PID {status.get('pid', '?')}) ended without "
+                                   f"finishing; the next run in {self.path} found it so: {said}")
+        print(f"mpiregress: {sentence}", flush=True)
+        self.step(sentence)
+
     def _clear(self) -> None:
         """Remove what earlier runs wrote (their owned list); refuse an entry a run would overwrite
         that no run recorded as its own."""
@@ -171,18 +310,37 @@ class RunFolder:
                              f"recorded as its own ({OWNED_LIST}): a run would have to remove them; move them away "
                              "or choose another --report-dir")
         self._foreign = present - before
+        ended = self._previous_end()
         # Claimed before anything is written: a run killed outright still owns what it started to write.
         self._record_owned(extra=OWNED)
+        kept: list[str] = []
         for name in sorted(before):
             target = self.path / name
             try:
                 if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
+                    kept += _remove_run_files(target, ended, self.path)
                 elif target.exists() or target.is_symlink():
                     target.unlink()
             except OSError as err:
                 raise InputError(f"report folder {self.path}: the previous run's {name} cannot be removed "
                                  f"({err.strerror or err}), so this run could not own the folder") from None
+        if kept:
+            sentence = (f"kept {len(kept)} file(s) in the report folder that no run wrote (changed after the "
+                        f"previous run ended): {', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}")
+            print(f"mpiregress: {sentence}", flush=True)
+            self.step(sentence)
+
+    def _previous_end(self) -> Optional[float]:
+        """When the previous run here ended (its status.json, else its owned list's last write), or None."""
+        try:
+            status = json.loads((self.path / "status.json").read_text())
+            return _dt.datetime.fromisoformat(status["ended"]).timestamp()
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            return (self.path / OWNED_LIST).stat().st_mtime
+        except OSError:
+            return None
 
     # -- writing --------------------------------------------------------
     def write(self, name: str, text: str) -> Path:
@@ -194,6 +352,7 @@ class RunFolder:
         self.steps.append(what)
 
     def write_status(self, state: str, exit_code: Optional[int] = None, message: str = "") -> None:
+        self.state = state
         self.write("status.json", json.dumps({
             "state": state, "exit_code": exit_code, "message": message, "started": self.started,
             "ended": _now() if state != "running" else None, "pid": os.getpid(),

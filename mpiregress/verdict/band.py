@@ -74,3 +74,34 @@ def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mappin
     if name == "noisy":
         r.status = "pass"
         r.conditions["verdict"] = "noisy"
+
+
+def rejudge(results: Sequence[Result], books: Mapping[str, Optional[Baselines]], strict: bool = False,
+            node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]] = None) -> int:
+    """Judge every measured value again against its band, whatever ``status`` its record carries; return
+    how many records changed status.
+
+    A results file read back (the verdict, compare and report commands) says ``pass`` or ``fail`` as a
+    label; a label is not evidence: a latency of 1 s labelled ``pass`` is a regression. So every record
+    with a value is judged again here (``skip`` with a value included), except ``error`` (the check
+    failed: its value is not a measurement to trust) and a fail its own check judged within its run (the
+    link matrix). ``strict``: a value with no baseline is an error (the band gates); else it is left for
+    the history gate. A record whose system has no baselines file of the results' toolchain keeps its
+    label (nothing here could judge it; the history gate judges its values).
+    """
+    changed = 0
+    for system in sorted({r.system for r in results}):
+        refs = books.get(system)
+        mine = [r for r in results if r.system == system and r.value is not None and r.status != "error"
+                and not (r.status == "fail" and r.conditions.get("judged_by"))]
+        if refs is not None:
+            mine = [r for r in mine if r.toolchain == refs.toolchain or not r.toolchain]
+        elif not strict:
+            continue
+        before = [(r.status, r.reason) for r in mine]
+        for r in mine:
+            r.status, r.reason = "pass", ""
+            r.conditions.pop("verdict", None)
+        apply_baselines(mine, refs, allow_missing=not strict, node_noise=node_noise)
+        changed += sum(1 for r, (status, _) in zip(mine, before) if r.status != status)
+    return changed
