@@ -18,6 +18,7 @@ import yaml
 
 from .errors import InputError
 from .paths import REPO_ROOT
+from .verdict.power import targets_from_mapping
 
 if TYPE_CHECKING:
     from .noise.verdict import NoiseFloor
@@ -153,6 +154,12 @@ class System:
         return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
 
     @property
+    def power_targets(self) -> dict[str, float]:
+        """Per judge, the effect a run must be able to see (``power:``; verdict.power): short of it, a pass
+        is "needs a look". {} when the file declares none."""
+        return targets_from_mapping(self.data.get("power"), f"system file {self.path}")
+
+    @property
     def run_noise(self) -> dict[str, float]:
         """Relative run-to-run noise of one series where no history has measured it, per metric
         (``run_noise``; {} when the file does not say: the cross-method check's own default then)."""
@@ -231,6 +238,7 @@ def load_file(path: Path) -> System:
         floor_from(data.get("noise_floor"), str(path))
     except ValueError as err:
         raise _fail(path, "noise_floor", str(err)) from None
+    targets_from_mapping(data.get("power"), f"system file {path}")
     from .names import METRICS
 
     noise = data.get("run_noise") or {}

@@ -6,12 +6,15 @@ run it just measured) turn A/B samples into verdicts and attribution sentences.
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from ..errors import InputError
 from ..history import History, open_existing
 from ..names import METRICS
 from ..results import Result
+from ..systems import get as get_system
 from ..verdict.history_gate import GateConfig
 from . import attribution, evidence, paired
 
@@ -60,6 +63,24 @@ def history_inputs(records: Sequence[Mapping[str, Any]], history: Optional[Histo
     return runs, a_vs, b_vs
 
 
+def with_target(ab_records: Sequence[Mapping[str, Any]], config: paired.PairedConfig = paired.PairedConfig()
+                ) -> paired.PairedConfig:
+    """``config`` with the A/B power target of the records' system (``power.paired_ab`` in its system file)
+    when it names none: short of it, a series gets more pairs and, at the budget, "needs a look"."""
+    if config.target is not None:
+        return config
+    systems = {str(r.get("system")) for r in ab_records if r.get("system")}
+    targets = []
+    for name in sorted(systems):
+        try:
+            found = get_system(name).power_targets.get("paired_ab")
+        except InputError:
+            found = None         # a system without a file (a test's, a site's own): no target declared
+        if found is not None:
+            targets.append(found)
+    return replace(config, target=min(targets)) if targets else config
+
+
 def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None,
               config: paired.PairedConfig = paired.PairedConfig(), noise: Optional[Mapping] = None,
               links: Optional[Mapping] = None) -> tuple[list[paired.PairedVerdict], dict]:
@@ -72,7 +93,7 @@ def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None
     history = open_existing(db)
     try:
         history_runs, a_vs, b_vs = history_inputs(ab_records, history)
-        verdicts = paired.judge(ab_records, config, history=history_runs)
+        verdicts = paired.judge(ab_records, with_target(ab_records, config), history=history_runs)
         observations = [attribution.observation(v, a_vs.get(v.key), b_vs.get(v.key)) for v in verdicts]
         causes: dict = {}
         if attribution.needing_a_cause(observations, min_effect):

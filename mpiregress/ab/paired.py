@@ -115,6 +115,7 @@ from ..errors import InputError
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey, freeze
 from ..verdict.history_gate import GateConfig, Verdict, judge_values
+from ..verdict.power import Power
 from . import sequential
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
@@ -140,6 +141,9 @@ class PairedConfig:
     spending: str = "power"
     rho: float = 0.25
     draws_later: int = 200_000            # later looks' boundaries sit near z 4.2 at an 80-series Holm level
+    # The effect every series must be able to show (``power.paired_ab`` of the system file; None: none declared).
+    # A series whose power is short of it gets more pairs while the budget allows (:meth:`PairedVerdict.wants_more`).
+    target: Optional[float] = None
 
 
 @dataclass
@@ -198,6 +202,7 @@ class PairedVerdict:
     b_value: Optional[float] = None       # median of B
     nodes: tuple[str, ...] = ()
     gate: Optional[Verdict] = None        # the history gate's verdict when there was no A
+    power: Optional[Power] = None         # the smallest effect these pairs could have shown (:func:`power_of`)
 
     @property
     def gates(self) -> bool:
@@ -212,10 +217,15 @@ class PairedVerdict:
         return 1 / hurting if METRICS[self.metric].higher_is_better else hurting
 
     def wants_more(self, config: "PairedConfig") -> bool:
-        """Inconclusive with its estimate beyond the minimum effect, and the budget allows more pairs."""
-        return (self.verdict == "inconclusive" and self.basis == "paired" and self.effect is not None
-                and self.effect > config.min_effect.get(self.metric, 0.03)
-                and self.pairs + self.dropped < self.max_pairs)
+        """More pairs would help and the budget allows them: inconclusive with its estimate beyond the minimum
+        effect, or not a regression while its power is short of the target (a pass that could not have seen it)."""
+        if self.basis != "paired" or self.pairs + self.dropped >= self.max_pairs:
+            return False
+        if self.verdict == "inconclusive" and self.effect is not None \
+                and self.effect > config.min_effect.get(self.metric, 0.03):
+            return True
+        # An improvement is not re-measured: B clearly differs from A on the good side.
+        return self.verdict in ("pass", "inconclusive") and self.power is not None and self.power.short
 
     def name(self) -> str:
         return series_name(self.key)
@@ -493,8 +503,10 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
     stats = [_series_stats(s, null, config) for s in testable]
     adjusted_up = holm([t.p_up for t in stats])
     adjusted_down = holm([t.p_down for t in stats])
+    bars: dict[tuple[float, ...], float] = {}
     for t, adj_up, adj_down in zip(stats, adjusted_up, adjusted_down, strict=True):
-        verdicts[t.pairs.key] = _decide(t, adj_up, adj_down, config)
+        decided = _decide(t, adj_up, adj_down, config)
+        verdicts[t.pairs.key] = replace(decided, power=power_of(t, null, config, len(stats), bars))
     return [verdicts[k] for k in found]
 
 
@@ -536,6 +548,42 @@ def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
                   p_up=sequential.sequential_p(z_up, fractions, config.spending, config.rho),
                   p_down=sequential.sequential_p(z_down, fractions, config.spending, config.rho),
                   looks=len(s.look_sizes()), noisy=robust_scale(residuals(d)) > last.noisy_scale)
+
+
+def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
+             bars: Optional[dict[tuple[float, ...], float]] = None) -> Power:
+    """The smallest effect these pairs would have failed 4 times in 5 at the judge's error rate.
+
+    The bar a series must cross at its last look is its design's boundary (:func:`sequential.boundaries`)
+    at Holm's first-step level ``alpha / family`` (one series among ``family``: what a single real step
+    among unchanged series faces), turned into a Hodges-Lehmann estimate through the same pooled null the
+    p-values come from; the estimate must also exceed the minimum effect. A true shift ``theta`` gives
+    ``HL* + theta``, so it is caught with probability 80 % when ``theta`` = bar - (20 % quantile of HL*).
+    A series too noisy for its class (its own residuals scatter beyond the pool's) has its null widened
+    to its own spread first. On the ratio scale of the effect (B/A - 1, A/B - 1 for bandwidth).
+    """
+    s = t.pairs
+    n = len(s.a)
+    sizes = [k for k in s.look_sizes() if k >= config.min_pairs] or [n]
+    fractions = tuple(round(k / max(s.max_pairs, n), 12) for k in sizes)
+    level = config.alpha / max(family, 1)
+    cache = bars if bars is not None else {}
+    if (level, *fractions) not in cache:
+        cache[(level, *fractions)] = float(sequential.boundaries(level, fractions, config.spending, config.rho)[-1])
+    z = cache[(level, *fractions)]
+    model = null(s, n, config.draws if len(sizes) == 1 else config.draws_later)
+    tail = float(special.ndtr(-z)) if math.isfinite(z) else 0.0
+    crit = _sorted_quantile(model.hl, 1 - tail) if tail > 0 else float(model.hl[-1])
+    spread = 1.0
+    if t.noisy:
+        pool_scale = robust_scale(model.hl)
+        own = robust_scale(residuals(s.log_ratios())) / math.sqrt(n)
+        spread = max(1.0, own / max(pool_scale, MIN_SCALE))
+    delta = _log_threshold(s.metric, config.min_effect.get(s.metric, 0.03))
+    theta = max(crit * spread, delta) - _sorted_quantile(model.hl, 1 - 0.8) * spread
+    budget = max(s.max_pairs, n + len(s.dropped))
+    how = f"{n} pairs of {budget}, {config.alpha:.0%} family-wise over {family} series"
+    return Power("paired A/B", _relative(s.metric, theta), target=config.target, how=how)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:

@@ -72,7 +72,34 @@ def markdown(v: PipelineVerdict, heading: str = "##", measure_only: bool = False
         lines += [f"<details><summary>Evidence that did not gate ({len(evidence)})</summary>", ""]
         lines += [f"- {f.judge}: {f.subject}: {f.sentence}" for f in evidence]
         lines += ["", "</details>", ""]
+    lines += power_lines(v)
     return "\n".join(lines) + "\n"
+
+
+def power_summary(v: PipelineVerdict) -> str:
+    """'What the judges could have seen: 14 series, 2 short of their target; smallest 3.2 %, largest 14 %'."""
+    if not v.power:
+        return ""
+    short = sum(p.short for p in v.power.values())
+    by_scale: dict[str, list] = {}
+    for p in v.power.values():
+        by_scale.setdefault(p.scale, []).append(p)
+    ranges = "; ".join(f"from {min(ps, key=lambda p: p.detectable).amount()} to "
+                       f"{max(ps, key=lambda p: p.detectable).amount()}" for ps in by_scale.values())
+    return (f"What the judges could have seen: {len(v.power)} series, "
+            f"{f'{short} short of their target' if short else 'every one at its target or without one'}; {ranges}")
+
+
+def power_lines(v: PipelineVerdict) -> list[str]:
+    """The per-series power of the gating judges, as Markdown (a folded list under a one-line summary)."""
+    if not v.power:
+        return []
+    lines = [f"<details><summary>{power_summary(v)}</summary>", "",
+             "| series | judge | could have seen | target | from |", "|---|---|---|---|---|"]
+    for key, p in sorted(v.power.items(), key=lambda kp: (not kp[1].short, kp[0])):
+        target = "—" if p.target is None else (f"❗ {p.amount(p.target)}" if p.short else p.amount(p.target))
+        lines.append(f"| {_cell(key.name())} | {p.judge} | >= {p.amount()} | {target} | {_cell(p.how)} |")
+    return lines + ["", "</details>", ""]
 
 
 _WORST = ("error", "infrastructure", "regression", "needs a look")
