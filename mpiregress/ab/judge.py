@@ -18,7 +18,8 @@ from ..systems import get as get_system
 from ..verdict.history_gate import GateConfig
 from . import attribution, evidence, paired
 
-AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs", "ab_seconds",
+             "ab_timed_out", "ab_step_limit")
 
 
 def records(results: Sequence[Result]) -> list[dict[str, Any]]:
@@ -102,6 +103,11 @@ def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None
             if links is None:
                 links = evidence.link_flags(ab_records, history)
             causes = attribution.sentences(attribution.attribute(observations, noise, links, min_effect))
+        for v in verdicts:
+            if v.timed_out:
+                # Only B's build differs between the two steps on the same nodes: nothing else explains it.
+                causes[v.key] = ("toolchain: B's step did not finish within its limit where A's finished on the "
+                                 "same nodes")
     finally:
         if history is not None:
             history.close()

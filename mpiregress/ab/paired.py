@@ -163,6 +163,8 @@ class SeriesPairs:
     target: str = ""
     looks: list[int] = field(default_factory=list)             # per kept pair: the look it was measured for
     max_pairs: int = 0                                         # the run's budget (0: fixed, what was measured)
+    # Pairs whose B step hit its time limit where A's finished: (pair, B's limit s, A's time s, nodes).
+    b_timed_out: list[tuple[int, float, float, list[str]]] = field(default_factory=list)
 
     def look_sizes(self) -> list[int]:
         """Complete pairs at each look that added some (pairs of look <= j), in look order."""
@@ -203,6 +205,7 @@ class PairedVerdict:
     nodes: tuple[str, ...] = ()
     gate: Optional[Verdict] = None        # the history gate's verdict when there was no A
     power: Optional[Power] = None         # the smallest effect these pairs could have shown (:func:`power_of`)
+    timed_out: int = 0                    # pairs whose B step hit its time limit where A's finished
 
     @property
     def gates(self) -> bool:
@@ -304,6 +307,9 @@ def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]
             why = _broken(a, b)
             if why:
                 found.dropped[pair] = why
+                slow = _b_timed_out(a, b)
+                if slow is not None:
+                    found.b_timed_out.append((pair, *slow))
                 continue
             assert a is not None and b is not None
             nodes_a, nodes_b = list(a.get("nodelist") or []), list(b.get("nodelist") or [])
@@ -334,6 +340,18 @@ def _look(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
         raise InputError(f"pair {a.get('ab_pair')} of {series_name(series_key(a))} has A and B in different looks "
                          f"({sorted(looks)})")
     return looks.pop()
+
+
+def _b_timed_out(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]
+                 ) -> Optional[tuple[float, float, list[str]]]:
+    """(B's limit, A's time, nodes) when B's step hit its time limit while A's finished on the same nodes."""
+    if a is None or b is None or not b.get("ab_timed_out") or a.get("status") not in ("pass", "fail"):
+        return None
+    limit, took = b.get("ab_step_limit"), a.get("ab_seconds")
+    nodes_a, nodes_b = list(a.get("nodelist") or []), list(b.get("nodelist") or [])
+    if not limit or not took or float(took) <= 0 or (nodes_a and nodes_b and sorted(nodes_a) != sorted(nodes_b)):
+        return None
+    return float(limit), float(took), nodes_a
 
 
 def _broken(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> str:
@@ -483,6 +501,9 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
             if s.b_only or not s.dropped:
                 verdicts[key] = _fallback(s, history or {}, baselines or {}, gate_config)
                 continue
+        if s.b_timed_out:
+            verdicts[key] = _timed_out(s)
+            continue
         if len(s.a) < config.min_pairs:
             why = "; ".join(f"pair {p}: {r}" for p, r in sorted(s.dropped.items())[:3])
             verdicts[key] = PairedVerdict(
@@ -675,6 +696,25 @@ def _decide(t: _Stats, adj_up: float, adj_down: float, config: PairedConfig) -> 
                              f"effect (not a failure)", **common)
     return PairedVerdict(verdict="pass", reason=f"{summary}: within the {delta:.0%} minimum effect or not "
                          f"significant", **common)
+
+
+def _timed_out(s: SeriesPairs) -> PairedVerdict:
+    """B's step hit its time limit where A's finished on the same nodes: a regression of at least limit / A's time.
+
+    A step that never ends is the regression itself (4 KiB TCP buffers make a 1 MiB bandwidth step take
+    minutes where A's took seconds), not a failed check: its size is not measured, but its lower bound is,
+    and it is far beyond any minimum effect. The smallest bound over the pairs is said (the most cautious).
+    """
+    pair, limit, took, nodes = min(s.b_timed_out, key=lambda t: t[1] / t[2])
+    ratio = limit / took
+    where = ", ".join(nodes) or "the same nodes"
+    return PairedVerdict(
+        key=s.key, verdict="regression", metric=s.metric, unit=s.unit, effect=ratio - 1, low=ratio - 1, high=None,
+        pairs=len(s.a), dropped=len(s.dropped), nodes=tuple(sorted(nodes)),
+        a_value=float(np.median(s.a)) if s.a else None,
+        reason=f"B's step hit its {limit:g} s time limit in {len(s.b_timed_out)} pair(s) where A's finished on "
+               f"{where} (pair {pair}: A took {took:.1f} s): B is at least {ratio:.3g}x slower than A "
+               f"(+{ratio - 1:.0%} or more), a regression, not a failed check", timed_out=len(s.b_timed_out))
 
 
 def continuing(verdicts: Sequence[PairedVerdict], config: PairedConfig = PairedConfig()) -> list[SeriesId]:
