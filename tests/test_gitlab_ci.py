@@ -333,7 +333,8 @@ def test_jacamar_configuration_downscopes_and_submits_through_slurm():
 def test_mr_touching_toolchain_runs_the_local_benchmarks(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local"})
-    assert jobs == LINT | LOCAL_BENCH | LOCAL_AB
+    # The A/B job's B side is the MR's measurement: run:* does not measure the same builds again.
+    assert jobs == LINT | (LOCAL_BENCH - {"run:local:batch"}) | LOCAL_AB
     off = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local", "MPIREGRESS_AB": "off"})
     assert off == LINT | LOCAL_BENCH
 
@@ -341,7 +342,17 @@ def test_mr_touching_toolchain_runs_the_local_benchmarks(gitlab_ci_local, tmp_pa
 def test_mr_touching_toolchain_on_the_clusters_runs_the_cluster_matrix(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, mr_vars())
-    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_AB
+    runs = {"run:iris:broadwell", "run:iris:skylake", "run:aion:batch"}
+    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | (CLUSTER_BENCH - runs) | CLUSTER_AB
+
+
+def test_an_mr_touching_only_systems_data_is_measured_by_its_run_jobs(gitlab_ci_local, tmp_path):
+    def touch_systems(repo: Path) -> None:
+        path = repo / "systems" / "local.yaml"
+        path.write_text(path.read_text() + "# a comment\n")
+
+    repo = make_repo(tmp_path, touch_systems, "systems comment")
+    assert job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local"}) == LINT | LOCAL_BENCH
 
 
 def test_mr_touching_only_docs_runs_lint_only(gitlab_ci_local, tmp_path):

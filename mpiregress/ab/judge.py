@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 from ..errors import InputError
 from ..history import History, open_existing
 from ..names import METRICS
-from ..results import Result
+from ..results import Result, aggregate
 from ..systems import get as get_system
 from ..verdict.history_gate import GateConfig
 from . import attribution, evidence, paired
@@ -35,6 +35,25 @@ def records(results: Sequence[Result]) -> list[dict[str, Any]]:
             record["samples"] = [r.value]
         out.append(record)
     return out
+
+
+def b_measurement(results: Sequence[Result]) -> list[Result]:
+    """The MR's own measurement from its A/B run: B's samples, one Result per series (median, samples kept).
+
+    When ``ab:*`` runs on an MR, its B steps measured exactly what ``run:*`` would have (the MR's builds,
+    the same check path, the same nodes), so the pipeline does not measure again: the verdict job judges
+    these with the band, the history gate and the cross-method check as it would judge a run's. A's samples
+    (the target branch) and B's failed steps (the pairs' verdict says why) are left out.
+    """
+    b_side = []
+    for r in results:
+        if r.conditions.get("ab_side") != "B" or r.status not in ("pass", "fail") or r.value is None:
+            continue
+        conditions = {k: v for k, v in r.conditions.items() if k not in AB_FIELDS}
+        conditions["measured_by"] = "the A/B job's B side (the MR's builds)"
+        b_side.append(Result(**{**r.to_dict(), "status": "pass", "reason": "", "samples": [],
+                                "conditions": conditions}))
+    return aggregate(b_side)
 
 
 def history_inputs(records: Sequence[Mapping[str, Any]], history: Optional[History]

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from .. import cancel, jsonfile, outputs, paths
+from .. import cancel, inputs, jsonfile, outputs, paths
 from ..errors import InputError, MpiRegressError
 from ..history import open_existing, read_results_file
 from ..results import Result, dump
@@ -93,6 +93,17 @@ def _paired(folders: Sequence[Path], db: Optional[Path]) -> tuple[Optional[list]
     return verdicts, causes
 
 
+def _b_side(folders: Sequence[Path]) -> list[Result]:
+    """B's measurement (one Result per series) of every A/B folder that kept its results.json."""
+    from ..ab import judge as ab_judge
+
+    out: list[Result] = []
+    for folder in folders:
+        if (folder / "results.json").exists():
+            out += ab_judge.b_measurement(inputs.read_results(folder / "results.json", allow_empty=True))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     out = args.out_dir
     # Rejected input or a cancelled confirmation: no earlier pipeline's verdict stays in --out-dir.
@@ -110,9 +121,17 @@ def _verdict(args: argparse.Namespace) -> int:
     args.event = args.event or (policy.pipeline_event(os.environ, changed) if os.environ.get("CI_PIPELINE_SOURCE")
                                 else "history")
     rules = policy.load()[args.event]
-    results: list[Result] = read_results_file(args.results)
+    # With A/B folders the run's file may be empty: on a toolchain MR run:* does not run (ci/jobs/verdict.sh).
+    results: list[Result] = inputs.read_results(args.results, allow_empty=bool(args.ab))
     for more in args.more_results:
         results += read_results_file(more)
+    # An MR's A/B job measured the MR's builds (its B side): that is the MR's measurement, so run:* did not run
+    # again (docs/pipeline.md); series a run job did measure keep the run's.
+    measured = {r.key() for r in results}
+    results += [r for r in _b_side(args.ab) if r.key() not in measured]
+    if not results and not any((folder / "ab-samples.json").exists() for folder in args.ab):
+        raise InputError(f"results file {args.results} holds no results and no A/B folder measured: there is "
+                         f"nothing to judge")
     db_path = Path(args.db) if args.db else paths.history_db()
     paired, causes = _paired(args.ab, db_path if db_path.exists() else None)
     confirmations = None
