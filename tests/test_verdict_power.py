@@ -155,3 +155,16 @@ def test_the_html_report_and_the_weekly_markdown_show_the_power():
     assert "What the judges could have seen: 8 series" in page and "paired A/B" in page
     assert "could have seen" not in page or "&ge; " in page
     assert "What the judges could have seen: 8 series" in markdown.render(data)
+
+
+def test_an_inconclusive_series_whose_interval_excludes_the_target_does_not_turn_a_good_mr_yellow():
+    from mpiregress.ab.paired import PairedVerdict
+
+    key = pt2pt_key("local", "batch", "source", "same_numa", "bandwidth")
+    power = Power("paired A/B", 0.30, target=0.35)
+    within = PairedVerdict(key=key, verdict="inconclusive", reason="B is 9.7% worse", metric="bandwidth",
+                           effect=0.097, low=-0.058, high=0.278, pairs=10, max_pairs=10, power=power)
+    v = compose.compose("toolchain_mr", Evidence(paired=[within]))
+    assert v.state == "pass" and "excludes a change of the 35% target" in v.of("evidence")[0].sentence
+    beyond = replace(within, high=0.41)
+    assert compose.compose("toolchain_mr", Evidence(paired=[beyond])).state == "needs a look"

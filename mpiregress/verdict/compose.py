@@ -158,7 +158,7 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found = [_not_caused(f, rules) for f in found]
     said = _said(ev, rules)
     for key, p in power.items():
-        if key in said:
+        if key in said and key in passed:      # what a pass could have seen; a failure shows what it saw
             said[key] += f" — {p.sentence()}"
     return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged,
                            said=said, power=power)
@@ -393,9 +393,21 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
         elif v.verdict == "inconclusive" and not _beyond_min_effect(v):
             # Too noisy to certify, but its estimate is within the minimum effect: said, not flagged.
             out.append(Finding(EVIDENCE, sentence=f"inconclusive within the minimum effect: {v.reason}", **common))
+        elif v.verdict == "inconclusive" and _within_target(v):
+            # Not significant, and its interval leaves no room for a change as large as the system must see.
+            assert v.power is not None and v.power.target is not None
+            out.append(Finding(EVIDENCE, sentence=f"inconclusive, but its interval excludes a change of the "
+                               f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
         elif v.verdict in ("inconclusive", "improvement", "noisy"):
             out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
     return out
+
+
+def _within_target(v: "PairedVerdict") -> bool:
+    """The series' interval ends below its power target: whatever it is, it is not a change this system must see."""
+    p = v.power
+    return (p is not None and p.target is not None and p.scale == "relative" and v.high is not None
+            and v.high < p.target)
 
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:
