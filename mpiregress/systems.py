@@ -18,7 +18,7 @@ import yaml
 
 from .errors import InputError
 from .paths import REPO_ROOT
-from .verdict.power import targets_from_mapping
+from .verdict.power import Target, targets_from_mapping
 
 if TYPE_CHECKING:
     from .noise.verdict import NoiseFloor
@@ -154,7 +154,7 @@ class System:
         return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
 
     @property
-    def power_targets(self) -> dict[str, float]:
+    def power_targets(self) -> dict[str, Target]:
         """Per judge, the effect a run must be able to see (``power:``; verdict.power): short of it, a pass
         is "needs a look". {} when the file declares none."""
         return targets_from_mapping(self.data.get("power"), f"system file {self.path}")
@@ -238,8 +238,9 @@ def load_file(path: Path) -> System:
         floor_from(data.get("noise_floor"), str(path))
     except ValueError as err:
         raise _fail(path, "noise_floor", str(err)) from None
-    targets_from_mapping(data.get("power"), f"system file {path}")
     from .names import METRICS
+
+    targets_from_mapping(data.get("power"), f"system file {path}", tuple(METRICS))
 
     noise = data.get("run_noise") or {}
     if not isinstance(noise, dict) or any(m not in METRICS or isinstance(v, bool) or not isinstance(v, (int, float))

@@ -142,7 +142,7 @@ def test_a_bad_power_block_is_one_sentence(block, words):
 
 def test_the_shipped_systems_declare_the_ab_target():
     assert get("iris").power_targets["paired_ab"] == 0.05 and get("aion").power_targets["paired_ab"] == 0.05
-    assert "paired_ab" in get("local").power_targets
+    assert set(get("local").power_targets["paired_ab"]) == {"latency", "bandwidth"}
 
 
 def test_the_html_report_and_the_weekly_markdown_show_the_power():

@@ -16,6 +16,7 @@ from ..names import METRICS
 from ..results import Result, aggregate
 from ..systems import get as get_system
 from ..verdict.history_gate import GateConfig
+from ..verdict.power import target_for
 from . import attribution, evidence, paired
 
 AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs", "ab_seconds",
@@ -90,15 +91,19 @@ def with_target(ab_records: Sequence[Mapping[str, Any]], config: paired.PairedCo
     if config.target is not None:
         return config
     systems = {str(r.get("system")) for r in ab_records if r.get("system")}
-    targets = []
+    metrics = {str(r.get("metric")) for r in ab_records if r.get("metric")}
+    per_metric: dict[str, float] = {}
     for name in sorted(systems):
         try:
-            found = get_system(name).power_targets.get("paired_ab")
+            declared = get_system(name).power_targets.get("paired_ab")
         except InputError:
-            found = None         # a system without a file (a test's, a site's own): no target declared
-        if found is not None:
-            targets.append(found)
-    return replace(config, target=min(targets)) if targets else config
+            declared = None      # a system without a file (a test's, a site's own): no target declared
+        for metric in metrics:
+            found = target_for(declared, metric)
+            if found is not None:
+                # One A/B run is one system; were it several, the most demanding target holds.
+                per_metric[metric] = min(found, per_metric.get(metric, found))
+    return replace(config, target=per_metric) if per_metric else config
 
 
 def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Optional[Path] = None,

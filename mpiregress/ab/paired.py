@@ -115,7 +115,7 @@ from ..errors import InputError
 from ..names import METRICS, PT2PT
 from ..series import SeriesKey, freeze
 from ..verdict.history_gate import GateConfig, Verdict, judge_values
-from ..verdict.power import Power
+from ..verdict.power import Power, Target, target_for
 from . import sequential
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
@@ -143,7 +143,7 @@ class PairedConfig:
     draws_later: int = 200_000            # later looks' boundaries sit near z 4.2 at an 80-series Holm level
     # The effect every series must be able to show (``power.paired_ab`` of the system file; None: none declared).
     # A series whose power is short of it gets more pairs while the budget allows (:meth:`PairedVerdict.wants_more`).
-    target: Optional[float] = None
+    target: Optional[Target] = None
 
 
 @dataclass
@@ -604,7 +604,7 @@ def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
     theta = max(crit * spread, delta) - _sorted_quantile(model.hl, 1 - 0.8) * spread
     budget = max(s.max_pairs, n + len(s.dropped))
     how = f"{n} pairs of {budget}, {config.alpha:.0%} family-wise over {family} series"
-    return Power("paired A/B", _relative(s.metric, theta), target=config.target, how=how)
+    return Power("paired A/B", _relative(s.metric, theta), target=target_for(config.target, s.metric), how=how)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:

@@ -25,7 +25,7 @@ from . import policy
 from .band import band_power
 from .cross_method import Finding as CrossFinding
 from .history_gate import Verdict
-from .power import JUDGE_KEYS, Power, from_conditions
+from .power import JUDGE_KEYS, Power, Target, from_conditions, target_for
 
 if TYPE_CHECKING:   # the A/B package imports the history gate: no cycle at run time
     from ..ab.confirm import Confirmation
@@ -75,7 +75,7 @@ class Evidence:
     # Systems whose baselines file the MR changes (None: not known, every system counts as changed).
     changed_baselines: Optional[frozenset[str]] = None
     # Per system, per judge, the effect a run must be able to see (None: each system file's ``power:``).
-    targets: Optional[Mapping[str, Mapping[str, float]]] = None
+    targets: Optional[Mapping[str, Mapping[str, Target]]] = None
 
 
 @dataclass
@@ -199,7 +199,7 @@ def _not_caused(f: Finding, rules: policy.Rules) -> Finding:
                    f"{rules.name.replace('_', ' ')} changed, so it does not make it yellow")
 
 
-def _targets_of(system: str) -> Mapping[str, float]:
+def _targets_of(system: str) -> Mapping[str, Target]:
     """A system file's ``power:`` targets ({} for a system without a file, e.g. a test's or a site's own)."""
     try:
         return get_system(system).power_targets
@@ -242,14 +242,14 @@ def _power(ev: Evidence, rules: policy.Rules) -> tuple[dict[SeriesKey, Power], s
             out[r.key()] = p
             if r.status == "pass":
                 passed.add(r.key())
-    cache: dict[str, Mapping[str, float]] = {}
+    cache: dict[str, Mapping[str, Target]] = {}
     for key, p in out.items():
         if p.target is None:
             if ev.targets is not None:
                 targets = ev.targets.get(key.system, {})
             else:
                 targets = cache.setdefault(key.system, _targets_of(key.system))
-            target = targets.get(JUDGE_KEYS.get(p.judge, ""))
+            target = target_for(targets.get(JUDGE_KEYS.get(p.judge, "")), key.metric)
             if target is not None:
                 out[key] = p.with_target(target)
     return out, passed

@@ -18,7 +18,7 @@ a gating judge whose pass could not have seen its target is not a pass but "need
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Collection, Mapping, Optional, Union
 
 from ..errors import InputError
 
@@ -98,17 +98,38 @@ def from_conditions(conditions: Mapping[str, Any]) -> Optional[Power]:
         return None
 
 
-def targets_from_mapping(block: Any, where: str) -> dict[str, float]:
-    """A system file's ``power:`` block (judge -> effect that must be seen), or one sentence."""
+# A judge's target: one effect for every metric, or one per metric (``*``: the others).
+Target = Union[float, Mapping[str, float]]
+
+
+def target_for(target: Optional[Target], metric: str) -> Optional[float]:
+    """The effect ``metric``'s series must be able to show under ``target`` (None: none declared)."""
+    if target is None or isinstance(target, (int, float)):
+        return None if target is None else float(target)
+    found = target.get(metric, target.get("*"))
+    return None if found is None else float(found)
+
+
+def targets_from_mapping(block: Any, where: str, metrics: Optional[Collection[str]] = None) -> dict[str, Target]:
+    """A system file's ``power:`` block (judge -> the effect it must see, or metric -> effect), or one sentence.
+
+    ``metrics``: the known metric names (names.METRICS, which imports the systems data: the caller passes them).
+    """
     if block is None:
         return {}
     if not isinstance(block, Mapping):
         raise InputError(f"{where}: power must map judges to the effect they must see, e.g. 'paired_ab: 0.05'")
-    out = {}
+    out: dict[str, Target] = {}
     for judge, value in block.items():
         if judge not in TARGET_JUDGES:
             raise InputError(f"{where}: power.{judge} is not a judge (known: {', '.join(sorted(TARGET_JUDGES))})")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise InputError(f"{where}: power.{judge} is {value!r}, expected a positive number (0.05 = 5 %)")
-        out[str(judge)] = float(value)
+        values = value if isinstance(value, Mapping) else {"*": value}
+        for metric, number in values.items():
+            if metric != "*" and metrics is not None and metric not in metrics:
+                raise InputError(f"{where}: power.{judge}.{metric} is not a metric (known: {', '.join(metrics)})")
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
+                raise InputError(f"{where}: power.{judge} is {value!r}, expected a positive number (0.05 = 5 %) "
+                                 f"or one per metric")
+        out[str(judge)] = float(value) if not isinstance(value, Mapping) else {
+            str(m): float(n) for m, n in value.items()}
     return out
