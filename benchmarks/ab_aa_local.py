@@ -43,9 +43,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from _synth import NOISE, locality  # noqa: E402
 
-from mpiregress.ab import judge as ab_judge  # noqa: E402
 from mpiregress.ab import paired  # noqa: E402
 from mpiregress.systems import get  # noqa: E402
+from mpiregress.verdict.power import target_for  # noqa: E402
 
 SIMULATED_FA_PER_MR = 0.005   # docs/ab.md: sequential 4 + 2 ... 10, 400 null MRs of 80 series (95 % upper 1.8 %)
 
@@ -70,7 +70,7 @@ def upper95(hits: int, n: int) -> float:
     return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
-def simulated(series: dict, pairs: dict, target: float, seed: int = 7) -> tuple[dict, dict]:
+def simulated(series: dict, pairs: dict, target, seed: int = 7) -> tuple[dict, dict]:
     """(pair log-ratio spread, paired power) per series from the simulation's noise model with the real pairs."""
     rng = np.random.default_rng(seed)
     records = []
@@ -112,7 +112,7 @@ def main() -> int:
                                                            str(REPO / "var" / "local-cluster")))
     osu = "real OSU 7.2 (" + env["OSU_SOURCE_MIRROR"] + ")" if env.get("OSU_SOURCE_MIRROR") else "the OSU test double"
     if not env.get("OSU_SOURCE_MIRROR"):
-        from helpers.osu_double import make_tarball   # the suite's double, packed as a tarball
+        from helpers.osu_double import make_tarball  # the suite's double, packed as a tarball
 
         mirror = work / "double-mirror"
         mirror.mkdir(exist_ok=True)
@@ -127,8 +127,8 @@ def main() -> int:
         sys.exit(f"build failed (exit {code}), see {work / 'build.log'}")
     load = os.getloadavg()[0]
     print(f"A/A on the local cluster: {osu}, placements {opts.placements}, metrics {opts.metrics}, "
-          f"{opts.iterations} iterations, schedule {get('local').ab_schedule()}, A/B target "
-          f"{target if target is None else f'{target:.0%}'}; load {load:.1f} at the start", flush=True)
+          f"{opts.iterations} iterations, schedule {get('local').ab_schedule()}, A/B target {target}; load "
+          f"{load:.1f} at the start", flush=True)
     outcomes = []
     powers: dict[str, list[float]] = {}
     spreads: dict[str, list[float]] = {}
@@ -185,11 +185,14 @@ def main() -> int:
           f"{sum(o[1] == 'pass' for o in judged)}/{len(judged)}")
     median_pairs = {n: int(statistics.median(p)) for n, p in pairs_of.items()}
     sim_spread, sim_power = simulated(keys, median_pairs, target or 0.05)
+    print("(simulated: the noise model of benchmarks/_synth.py for the same series and pairs; pair spread = "
+          "1.4826 MAD of log B/A)")
     print("\n| series | pairs (median) | power median | power worst | short of target | pair spread real | "
           "pair spread simulated | power simulated |\n|---|---|---|---|---|---|---|---|")
     for name in sorted(powers):
         ps = powers[name]
-        short = sum(p > target for p in ps) if target else 0
+        wanted = target_for(target, keys[name].metric) if name in keys else None
+        short = sum(p > wanted for p in ps) if wanted else 0
         real = statistics.median(spreads.get(name) or [float("nan")])
         print(f"| {name} | {median_pairs.get(name, 0)} | {statistics.median(ps):.1%} | {max(ps):.1%} | "
               f"{short}/{len(ps)} | {real:.2%} | {sim_spread.get(name, float('nan')):.2%} | "
