@@ -205,3 +205,26 @@ def test_the_ab_jobs_b_side_is_the_mrs_measurement_when_no_run_job_ran(tmp_path,
     assert row["samples"] == pytest.approx(b) and "ab_side" not in row["conditions"]
     record = json.loads((tmp_path / "out" / "verdict.json").read_text())
     assert record["measured"] == 6 and not [f for f in record["findings"] if f["state"] == "regression"]
+
+
+def test_a_baselines_mr_measured_by_its_ab_job_alone_gates_on_the_changed_band(tmp_path, gl):
+    samples = ab_samples(step=0.0)
+    kept = [pt2pt(s["system"], s["partition"], s["method"], s["placement"], s["metric"], s["value"],
+                  nodelist=s["nodelist"], toolchain="2023b",
+                  conditions={"ab_side": s["ab_side"], "ab_pair": s["ab_pair"]}) for s in samples]
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "results.json").write_text(dump(kept))
+    books = tmp_path / "baselines"
+    books.mkdir()
+    # The MR's new band: same_numa latency 0.5 us +- 10 %, which B's 2 us does not meet.
+    (books / "iris.yaml").write_text(
+        "schema: mpiregress-baselines/1\nsystem: iris\ntoolchain: \"2023b\"\nprovenance:\n  mr:\n"
+        "    description: by hand\n    runs: 1\n    collected: 2026-11-26\n    pipelines: []\nreferences:\n"
+        "  skylake:\n    source:\n      same_numa:\n"
+        "        latency: {value: 0.5, tolerance: 0.1, unit: us, provenance: mr}\n")
+    done = verdict(tmp_path, [], samples, mr_env(gl, 607), "--changed", str(_changed(tmp_path, "baselines/iris.yaml")),
+                   "--baselines-dir", str(books))
+    record = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert done.returncode == 1 and record["event"] == "baselines_mr", done.stdout[-2000:] + done.stderr[-2000:]
+    [gating] = [f for f in record["findings"] if f["state"] == "regression"]
+    assert gating["judge"] == "baseline band" and "same_numa latency" in gating["subject"]

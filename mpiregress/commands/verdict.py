@@ -128,7 +128,16 @@ def _verdict(args: argparse.Namespace) -> int:
     # An MR's A/B job measured the MR's builds (its B side): that is the MR's measurement, so run:* did not run
     # again (docs/pipeline.md); series a run job did measure keep the run's.
     measured = {r.key() for r in results}
-    results += [r for r in _b_side(args.ab) if r.key() not in measured]
+    b_side = [r for r in _b_side(args.ab) if r.key() not in measured]
+    if b_side:
+        # Judged against their bands here, as the run job judges its own (a baselines MR gates on them).
+        from ..verdict.band import apply_baselines
+        from ..verdict.history_gate import load_baselines
+
+        books = load_baselines([r.system for r in b_side], args.baselines_dir or paths.baselines_dir())
+        for system, book in books.items():
+            apply_baselines([r for r in b_side if r.system == system], book, allow_missing=True)
+    results += b_side
     if not results and not any((folder / "ab-samples.json").exists() for folder in args.ab):
         raise InputError(f"results file {args.results} holds no results and no A/B folder measured: there is "
                          f"nothing to judge")
