@@ -509,6 +509,24 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
 
 @pytest.mark.slurm
 @pytest.mark.slow
+def test_real_toolchain_mr_is_measured_once_by_its_ab_job(gitlab_ci_local, local_pipeline_vars, tmp_path):
+    repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
+    lean = {"MPIREGRESS_AB": "on", "MPIREGRESS_AB_ARGS": "--iterations 20 --setvar warmup=2 --placements same_numa "
+                                                         "--metrics latency --ab-max-pairs 4"}
+    done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars, **lean})
+    # The A/B job is the MR's measurement: no run job measured the same builds again.
+    assert set(verdicts) == LINT | (LOCAL_BENCH - {"run:local:batch"}) | LOCAL_AB, tail(done)
+    assert verdicts["ab:local:batch"] == "PASS" and verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
+    judged = artifact(repo, "verdict:local", "reports/report-local/results.json")
+    assert judged, tail(done)
+    series = json.loads(judged[0].read_text())
+    assert series and all(r["conditions"].get("measured_by", "").startswith("the A/B job's B side") for r in series)
+    verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
+    assert verdict["event"] == "toolchain_mr" and verdict["measured"] == len(series) and verdict["power"], verdict
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
 def test_real_toolchain_mr_with_broken_baseline_fails_at_the_verdict_job(gitlab_ci_local, local_pipeline_vars, tmp_path):
     repo = make_repo(tmp_path, break_local_latency_baseline, "toolchain + impossible latency baseline")
     done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars, **ONE_NODE_ONLY})
