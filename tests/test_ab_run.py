@@ -119,20 +119,23 @@ def test_a_b_step_killed_at_its_time_limit_is_a_toolchain_regression_not_an_erro
     (b_dir / builds["b_manifest"].name).write_text(json.dumps(data))
     report = tmp_path / "r"
     done = cli(pipeline, "run", "--system", "local", "--methods", "source", "--metrics", "bandwidth",
-               "--placements", "cross_node", "--iterations", "100", "--no-build", "--ab-pairs", "2",
+               "--placements", "cross_node", "--iterations", "20", "--no-build", "--ab-pairs", "2",
                "--ab-max-pairs", "2", "--ab-against", str(builds["a"]), "--manifest-dir", str(b_dir),
                "--report-dir", str(report))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
     a_side = [r for r in samples if r["ab_side"] == "A"]
     b_side = [r for r in samples if r["ab_side"] == "B"]
-    assert all(r["status"] == "pass" and 0 < r["ab_seconds"] < 60 for r in a_side), a_side
+    # A's steps are seconds of work, but a loaded host can stretch one to the limit too: such a pair says
+    # nothing about B and is left out of the bound.
+    finished = [r for r in a_side if r["status"] == "pass"]
+    assert finished and all(r["ab_seconds"] > 0 for r in finished), a_side
     assert all(r["ab_timed_out"] and r["ab_step_limit"] == 60 for r in b_side), b_side
     record = json.loads((report / "verdict.json").read_text())
     [finding] = [f for f in record["findings"] if f["state"] == "regression"]
     assert "hit its 60 s time limit" in finding["sentence"] and "at least" in finding["sentence"]
     # The bound is the limit over A's step time (A's step includes srun's start: 42 s of 60 at load 20).
-    slowest_a = max(r["ab_seconds"] for r in a_side)
+    slowest_a = max(r["ab_seconds"] for r in finished)
     assert finding["cause"].startswith("toolchain") and finding["low"] == pytest.approx(60 / slowest_a - 1, rel=1e-6)
     assert not [f for f in record["findings"] if f["state"] == "error"]
 
