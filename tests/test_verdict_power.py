@@ -116,8 +116,11 @@ def test_every_surface_shows_the_power(tmp_path):
     md = verdict_text.markdown(v)
     assert "What the judges could have seen: 8 series" in md and f">= {p.amount()}" in md
     cases = ET.fromstring(verdict_text.junit_xml(v).split("\n", 1)[1]).iter("testcase")
+    cases = list(cases)
     outs = [c.find("system-out").text for c in cases]
     assert all("could have seen >= " in o for o in outs), outs
+    props = [c.find("properties/property[@name='power']").get("value") for c in cases]
+    assert all(p.startswith("paired A/B: could have seen >= ") for p in props), props
     data = v.to_dict()
     assert len(data["power"]) == 8 and all("could have seen" in x["sentence"] for x in data["power"].values())
 

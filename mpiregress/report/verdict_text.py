@@ -105,10 +105,14 @@ def power_lines(v: PipelineVerdict) -> list[str]:
 _WORST = ("error", "infrastructure", "regression", "needs a look")
 
 
-def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], said: str = "") -> None:
+def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], said: str = "",
+          power: str = "") -> None:
     """A test case whose status is the worst of ``found`` (a pass when nothing but evidence was found);
-    ``said``, what the gating judge said of it, is its output when nothing was found."""
+    ``said``, what the gating judge said of it, is its output when nothing was found; ``power``, what its
+    judge could have seen, is its ``power`` property (a pass has no message of its own)."""
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    if power:
+        ET.SubElement(ET.SubElement(case, "properties"), "property", name="power", value=power)
     states = [f.state for f in found]
     worst = next((s for s in _WORST if s in states), None)
     text = "\n".join(f"{f.state} ({f.judge}): {f.sentence}" + (f"; likely cause: {f.cause}" if f.cause else "")
@@ -139,8 +143,9 @@ def junit_suite(v: PipelineVerdict) -> ET.Element:
         if f.key is not None:
             by_key.setdefault(f.key, []).append(f)
     for key in sorted(set(v.series) | set(by_key)):
+        power = v.power.get(key)
         _case(suite, f"{key.system}.{key.partition}.{key.method}", f"{key.label()}.{key.metric}",
-              by_key.get(key, []), v.said.get(key, ""))
+              by_key.get(key, []), v.said.get(key, ""), f"{power.judge}: {power.sentence()}" if power else "")
     for f in v.findings:
         if f.key is None and f.state != EVIDENCE:
             _case(suite, f"mpiregress.{f.judge.replace(' ', '_')}",
