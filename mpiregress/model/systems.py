@@ -18,6 +18,7 @@ import yaml
 
 from mpiregress.errors import InputError
 from mpiregress.paths import REPO_ROOT
+from mpiregress.verdict.power import Target, targets_from_mapping
 
 if TYPE_CHECKING:
     from mpiregress.verdict.noise import NoiseFloor
@@ -153,6 +154,12 @@ class System:
         return floor_from(self.data.get("noise_floor"), f"systems/{self.name}.yaml")
 
     @property
+    def power_targets(self) -> dict[str, Target]:
+        """Per judge, the effect a run must be able to see (``power:``; verdict.power): short of it, a pass
+        is "needs a look". {} when the file declares none."""
+        return targets_from_mapping(self.data.get("power"), f"system file {self.path}")
+
+    @property
     def run_noise(self) -> dict[str, float]:
         """Relative run-to-run noise of one series where no history has measured it, per metric
         (``run_noise``; {} when the file does not say: the cross-method check's own default then)."""
@@ -232,6 +239,8 @@ def load_file(path: Path) -> System:
     except ValueError as err:
         raise _fail(path, "noise_floor", str(err)) from None
     from mpiregress.model.names import METRICS
+
+    targets_from_mapping(data.get("power"), f"system file {path}", tuple(METRICS))
 
     noise = data.get("run_noise") or {}
     if not isinstance(noise, dict) or any(m not in METRICS or isinstance(v, bool) or not isinstance(v, (int, float))
