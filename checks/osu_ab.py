@@ -29,6 +29,7 @@ from reframe.core.exceptions import SanityError
 from mpiregress.families import osu_output
 from mpiregress.model import launch, manifest, topology
 from mpiregress.model.names import MEASURED_ITERATIONS, PLACEMENTS, PT2PT
+from mpiregress.run import stepwatch
 from mpiregress.run.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
 from mpiregress.run.checkbase import OsuCheckBase
 
@@ -94,14 +95,21 @@ class OsuAbCheck(OsuCheckBase):
             f'export {n}={shlex.quote(str(v))}' for n, v in build.env.get('env_vars', {}).items()]
         # The partition's step timeout bounds the two-node step's teardown hang (see systems/local.yaml);
         # a one-node step has none, and bounding it would cut a slow B (the very regression) short.
-        timeout = self.current_partition.extras.get('step_timeout') if self.binding.nodes == 2 else None
-        bounded = ''
-        if timeout:
-            limit = max(60, int(timeout * self.iterations / MEASURED_ITERATIONS))
-            bounded = ' '.join(self.step_bound(limit, step.marked_ranks)) + ' '
+        limit = self.step_limit()
+        bounded = ' '.join(self.step_bound(limit, step.marked_ranks)) + ' ' if limit else ''
         run = f'{bounded}srun {" ".join(step.options)} {shlex.quote(binary)} {" ".join(step.executable_opts)}'
         stem = f'ab-{pair}-{side}'
-        return f'( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; echo "{STEP_MARK} {position} {pair} {side} $?"'
+        # The step's wall time (ms) goes with its exit code: a B step killed at its limit where A's finished
+        # is a regression of at least limit / A's time (mpiregress.verdict.ab.paired), not a failed check.
+        return (f'_t0=$(date +%s%N); ( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; _rc=$?; '
+                f'echo "{STEP_MARK} {position} {pair} {side} $_rc $(( ($(date +%s%N) - _t0) / 1000000 ))"')
+
+    def step_limit(self):
+        """Seconds a step may take (0: unbounded). The partition's step timeout bounds the two-node step's
+        teardown hang (see systems/local.yaml); a one-node step has none, and bounding it would cut a slow B
+        (the very regression) short."""
+        timeout = self.current_partition.extras.get('step_timeout') if self.binding.nodes == 2 else None
+        return max(60, int(timeout * self.iterations / MEASURED_ITERATIONS)) if timeout else 0
 
     @run_after('setup')
     def set_launch(self):
@@ -114,7 +122,7 @@ class OsuAbCheck(OsuCheckBase):
         # Every step's own output survives the run (ReFrame's output folder), not only its value.
         self.keep_files = [f'ab-{pair}-{side}.{ext}' for _, pair, side in self.ab_order for ext in ('out', 'err')]
 
-    def step_sample(self, position, pair, side, rc):
+    def step_sample(self, position, pair, side, rc, millis=None):
         """The measured sample of one step, or an error sample with its reason."""
         spec = PT2PT[self.metric]
         stem = f'ab-{pair}-{side}'
@@ -122,12 +130,23 @@ class OsuAbCheck(OsuCheckBase):
         conditions = {'ab_side': side, 'ab_pair': pair, 'ab_position': position,
                       'ab_manifest': str(self.sides[side].path), 'ab_look': self.ab_look,
                       'ab_max_pairs': self.ab_max_pairs or self.ab_first_pair + self.ab_pairs}
+        if millis is not None:
+            conditions['ab_seconds'] = millis / 1000
         sample = {'benchmark': self.benchmark, 'parameters': self.series_parameters, 'metric': self.metric,
                   'value': None, 'status': 'error', 'conditions': conditions}
         if rc is None:
             job_err = self.read_stage_file(self.job.stderr)
             sample['reason'] = (osu_output.infrastructure_reason(job_err) or
                                 'not run: the job ended before this step (time limit or lost allocation)')
+            return sample
+        limit = self.step_limit()
+        # timeout(1) or the step watcher ended it at the limit (srun then prints Slurm's "CANCELLED" too); a
+        # lost node is the infrastructure's, not B's.
+        lost = (osu_output.infrastructure_reason(err) or '').startswith('node lost')
+        if limit and rc in (stepwatch.TIMED_OUT, stepwatch.KILLED) and not lost:
+            conditions.update(ab_timed_out=True, ab_step_limit=limit)
+            sample['reason'] = (f'{side} step of pair {pair} hit its {limit} s time limit and was ended '
+                                f'(exit {rc}): the benchmark did not finish')
             return sample
         reason = osu_output.failure_reason(out + '\n' + err)
         if reason is None:
@@ -151,9 +170,9 @@ class OsuAbCheck(OsuCheckBase):
         codes = {}
         for line in out.splitlines():
             fields = line.split()
-            if len(fields) == 5 and fields[0] == STEP_MARK:
-                codes[int(fields[1])] = int(fields[4])
-        self.measured = [self.step_sample(position, pair, side, codes.get(position))
+            if len(fields) in (5, 6) and fields[0] == STEP_MARK:
+                codes[int(fields[1])] = (int(fields[4]), int(fields[5]) if len(fields) == 6 else None)
+        self.measured = [self.step_sample(position, pair, side, *codes.get(position, (None, None)))
                          for position, pair, side in self.ab_order]
         if not any(m['status'] == 'pass' for m in self.measured):
             raise SanityError(f'no A/B step measured: {self.measured[0].get("reason", "?")}')

@@ -308,3 +308,30 @@ def test_the_runs_own_noise_probe_reaches_the_cause_sentence(tmp_path, efficienc
     assert sentence.startswith("toolchain: ")
     remark = f"the noise probe flagged node1 (efficiency {efficiency:.2f}, usual 0.90-1.00), but A ran on it too"
     assert (remark in sentence) is flagged, sentence
+
+
+def test_a_b_step_killed_at_its_limit_where_a_finished_is_a_toolchain_regression_with_its_lower_bound():
+    from mpiregress.verdict.ab import judge as ab_judge
+
+    out = []
+    for pair in range(4):
+        common = dict(system="local", partition="batch", method="source", placement="cross_node",
+                      metric="bandwidth", unit="MB/s", ab_pair=pair, nodelist=["node1", "node2"])
+        out.append(dict(common, ab_side="A", value=1000.0, status="pass", ab_seconds=8.0 + pair))
+        out.append(dict(common, ab_side="B", value=None, status="error", ab_timed_out=True, ab_step_limit=400,
+                        ab_seconds=400.5, reason=f"B step of pair {pair} hit its 400 s time limit"))
+    verdicts, causes = ab_judge.judge_run(out)
+    [v] = verdicts
+    assert v.verdict == "regression" and v.timed_out == 4
+    # The most cautious bound: 400 s against A's slowest step (11 s).
+    assert v.low == pytest.approx(400 / 11 - 1) and v.high is None
+    assert "at least 36.4x slower than A" in v.reason and "not a failed check" in v.reason
+    assert causes[v.key].startswith("toolchain:")
+    decided = compose.compose("toolchain_mr", compose.Evidence(paired=verdicts, causes=causes))
+    assert decided.state == "regression" and decided.of("regression")[0].cause.startswith("toolchain")
+    # A step that ran out of time on both sides says nothing about B: an error, as before.
+    for r in out:
+        if r["ab_side"] == "A":
+            r.update(status="error", value=None, ab_timed_out=True, ab_step_limit=400)
+    [both] = paired.judge(out)
+    assert both.verdict == "error"

@@ -74,7 +74,8 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
     for line in steps:
         a_step = ">ab-" in line and "-A.out" in line
         assert ("export OMPI_MCA_mpi_yield_when_idle=0" in line) == a_step, line
-        assert line.startswith("( unset OMPI_MCA_mpi_yield_when_idle;"), line
+        # Each step: its wall time taken around a subshell that clears the other side's variables first.
+        assert line.startswith("_t0=$(date +%s%N); ( unset OMPI_MCA_mpi_yield_when_idle;"), line
     # The verdict, in every report.
     summary = (report / "summary.md").read_text()
     assert "A/B on the same nodes" in summary and "local/batch source same_numa latency" in summary
@@ -106,6 +107,37 @@ def test_a_b_side_that_crashes_drops_its_pairs_keeps_a_and_says_why(pipeline, bu
     summary = (report / "summary.md").read_text()
     assert "only 0 complete A/B pair(s) of 2" in summary and "B error" in summary
     assert "Traceback" not in done.stderr
+
+
+def test_a_b_step_killed_at_its_time_limit_is_a_toolchain_regression_not_an_error(pipeline, builds,  # noqa: F811
+                                                                                  tmp_path):
+    b_dir = tmp_path / "b"
+    b_dir.mkdir()
+    data = json.loads(builds["b_manifest"].read_text())
+    # B's timed loop 1000 times as long: a cross-node 1 MiB bandwidth step of minutes where A's takes seconds.
+    data["env"]["env_vars"] = {"OSU_DOUBLE_SLOWDOWN": "1000"}
+    (b_dir / builds["b_manifest"].name).write_text(json.dumps(data))
+    report = tmp_path / "r"
+    done = cli(pipeline, "run", "--system", "local", "--methods", "source", "--metrics", "bandwidth",
+               "--placements", "cross_node", "--iterations", "20", "--no-build", "--ab-pairs", "2",
+               "--ab-max-pairs", "2", "--ab-against", str(builds["a"]), "--manifest-dir", str(b_dir),
+               "--report-dir", str(report))
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    samples = [r for r in json.loads((report / "ab-samples.json").read_text()) if "ab_side" in r]
+    a_side = [r for r in samples if r["ab_side"] == "A"]
+    b_side = [r for r in samples if r["ab_side"] == "B"]
+    # A's steps are seconds of work, but a loaded host can stretch one to the limit too: such a pair says
+    # nothing about B and is left out of the bound.
+    finished = [r for r in a_side if r["status"] == "pass"]
+    assert finished and all(r["ab_seconds"] > 0 for r in finished), a_side
+    assert all(r["ab_timed_out"] and r["ab_step_limit"] == 60 for r in b_side), b_side
+    record = json.loads((report / "verdict.json").read_text())
+    [finding] = [f for f in record["findings"] if f["state"] == "regression"]
+    assert "hit its 60 s time limit" in finding["sentence"] and "at least" in finding["sentence"]
+    # The bound is the limit over A's step time (A's step includes srun's start: 42 s of 60 at load 20).
+    slowest_a = max(r["ab_seconds"] for r in finished)
+    assert finding["cause"].startswith("toolchain") and finding["low"] == pytest.approx(60 / slowest_a - 1, rel=1e-6)
+    assert not [f for f in record["findings"] if f["state"] == "error"]
 
 
 def test_mismatched_a_and_b_stop_before_any_job_with_one_sentence(pipeline, builds, tmp_path):  # noqa: F811
@@ -173,7 +205,8 @@ def test_an_inconclusive_series_gets_more_pairs_in_a_second_look_and_a_clear_one
     text = script.read_text()
     assert "#SBATCH --nodelist=node1" in text and "osu_bw" in text and "osu_latency" not in text
     summary = (report / "summary.md").read_text()
-    assert "look 2: 1 series still inconclusive beyond the minimum effect get pairs 5-6 on node1: " \
+    assert "look 2: 1 series still inconclusive beyond the minimum effect or short of the power target get pairs " \
+           "5-6 on node1: " \
            "local/batch source same_numa bandwidth" in summary
     outs = {c.get("name"): c.find("system-out").text for c in ET.parse(report / "junit.xml").getroot().iter("testcase")}
     assert "7 pairs" in outs["same_numa.bandwidth"] and "5 pairs" in outs["same_numa.latency"], outs

@@ -31,6 +31,18 @@ def test_a_given_folder_without_manifests_is_one_sentence(tmp_path):
         sides.find(str(tmp_path), system="local", partition="batch", methods=["source"])
 
 
+def test_an_a_a_run_pairs_the_build_with_itself_and_says_every_alarm_is_false(tmp_path):
+    b_dir = tmp_path / "b"
+    write_manifest(b_dir)
+    found = sides.find(sides.SAME, system="local", partition="batch", methods=["source"], b_dir=b_dir)
+    assert found.source == "same" and found.directory == b_dir.resolve() and "false alarm" in found.sentence
+    pairing = sides.pair_builds(found.directory, b_dir, ["source"])
+    a, b = pairing.pairs["source"]
+    assert a.path == b.path
+    with pytest.raises(InputError, match="needs B's builds"):
+        sides.find(sides.SAME, system="local", partition="batch", methods=["source"], b_dir=tmp_path / "none")
+
+
 def test_a_is_found_in_the_manifest_store_of_the_target_branch(tmp_path):
     store = tmp_path / "store"
     write_manifest(sides.store_folder(store, "main", "local", "batch"))

@@ -335,7 +335,8 @@ def test_jacamar_configuration_downscopes_and_submits_through_slurm():
 def test_mr_touching_toolchain_runs_the_local_benchmarks(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local"})
-    assert jobs == LINT | LOCAL_BENCH | LOCAL_AB
+    # The A/B job's B side is the MR's measurement: run:* does not measure the same builds again.
+    assert jobs == LINT | (LOCAL_BENCH - {"run:local:batch"}) | LOCAL_AB
     off = job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local", "MPIREGRESS_AB": "off"})
     assert off == LINT | LOCAL_BENCH
 
@@ -343,7 +344,17 @@ def test_mr_touching_toolchain_runs_the_local_benchmarks(gitlab_ci_local, tmp_pa
 def test_mr_touching_toolchain_on_the_clusters_runs_the_cluster_matrix(gitlab_ci_local, tmp_path):
     repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
     jobs = job_list(gitlab_ci_local, repo, mr_vars())
-    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | CLUSTER_BENCH | CLUSTER_AB
+    runs = {"run:iris:broadwell", "run:iris:skylake", "run:aion:batch"}
+    assert jobs == LINT | {"lint:dry-run:iris", "lint:dry-run:aion"} | (CLUSTER_BENCH - runs) | CLUSTER_AB
+
+
+def test_an_mr_touching_only_systems_data_is_measured_by_its_run_jobs(gitlab_ci_local, tmp_path):
+    def touch_systems(repo: Path) -> None:
+        path = repo / "systems" / "local.yaml"
+        path.write_text(path.read_text() + "# a comment\n")
+
+    repo = make_repo(tmp_path, touch_systems, "systems comment")
+    assert job_list(gitlab_ci_local, repo, {**mr_vars(), "MPIREGRESS_SYSTEMS": "local"}) == LINT | LOCAL_BENCH
 
 
 def test_mr_touching_only_docs_runs_lint_only(gitlab_ci_local, tmp_path):
@@ -499,6 +510,24 @@ def test_real_toolchain_mr_pipeline_benchmarks_and_passes(gitlab_ci_local, local
     assert artifact(repo, "verdict:local", "reports/report-local/junit.xml")
     verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
     assert verdict["event"] == "toolchain_mr" and verdict["state"] in ("pass", "needs a look"), verdict
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_real_toolchain_mr_is_measured_once_by_its_ab_job(gitlab_ci_local, local_pipeline_vars, tmp_path):
+    repo = make_repo(tmp_path, touch_toolchain, "toolchain comment")
+    lean = {"MPIREGRESS_AB": "on", "MPIREGRESS_AB_ARGS": "--iterations 20 --setvar warmup=2 --placements same_numa "
+                                                         "--metrics latency --ab-max-pairs 4"}
+    done, verdicts = run_pipeline(gitlab_ci_local, repo, {**mr_vars(), **local_pipeline_vars, **lean})
+    # The A/B job is the MR's measurement: no run job measured the same builds again.
+    assert set(verdicts) == LINT | (LOCAL_BENCH - {"run:local:batch"}) | LOCAL_AB, tail(done)
+    assert verdicts["ab:local:batch"] == "PASS" and verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
+    judged = artifact(repo, "verdict:local", "reports/report-local/results.json")
+    assert judged, tail(done)
+    series = json.loads(judged[0].read_text())
+    assert series and all(r["conditions"].get("measured_by", "").startswith("the A/B job's B side") for r in series)
+    verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
+    assert verdict["event"] == "toolchain_mr" and verdict["measured"] == len(series) and verdict["power"], verdict
 
 
 @pytest.mark.slurm

@@ -60,3 +60,18 @@ def test_a_level_new_this_week_draws_its_panels_in_full_an_older_one_only_as_qui
         data = report.build([], db, {})
     full, quiet = trend_panels.split(data, list(data.trends))
     assert full == [] and [p.label for p in quiet] == list(PLACEMENTS)
+
+
+def test_with_no_history_at_all_it_does_not_claim_runs_it_never_saw(tmp_path):
+    with history.open_history(tmp_path / "h.sqlite") as db:
+        data = report.build([], db, {})
+    [line] = this_week.sentences(data)
+    assert line.startswith("No history yet") and "last 4 runs" not in line
+
+
+def test_with_two_runs_of_history_it_says_how_few_there_are(tmp_path):
+    with history.open_history(tmp_path / "h.sqlite") as db:
+        year(db, 2)
+        data = report.build([], db, {})
+    [line] = this_week.sentences(data)
+    assert "only 2 run(s)" in line and "last 4 runs" not in line

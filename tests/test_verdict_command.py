@@ -185,3 +185,46 @@ def test_the_schedule_keeps_the_weekly_issue_with_the_week_and_the_held_back_pro
     assert "cross-method: " in eessi and "eessi" in eessi and "behind easybuild" in eessi
     assert "- iris: iris/skylake spack cross_node latency" in lines
     assert "- iris: iris/skylake easybuild same_numa bandwidth" not in lines
+
+
+def test_the_ab_jobs_b_side_is_the_mrs_measurement_when_no_run_job_ran(tmp_path, gl):
+    samples = ab_samples(step=0.0)
+    kept = [pt2pt(s["system"], s["partition"], s["method"], s["placement"], s["metric"], s["value"],
+                  nodelist=s["nodelist"], toolchain="2023b",
+                  conditions={"ab_side": s["ab_side"], "ab_pair": s["ab_pair"]}) for s in samples]
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "results.json").write_text(dump(kept))
+    # No run job on a toolchain MR (ci/jobs/verdict.sh passes an empty results file).
+    done = verdict(tmp_path, [], samples, mr_env(gl, 603), "--changed", str(_changed(tmp_path, "toolchains/x.yaml")))
+    assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]
+    judged = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert len(judged) == 6, judged
+    b = [s["value"] for s in samples if s["ab_side"] == "B" and s["placement"] == "same_numa"
+         and s["metric"] == "latency"]
+    [row] = [r for r in judged if r["parameters"]["placement"] == "same_numa" and r["metric"] == "latency"]
+    assert row["samples"] == pytest.approx(b) and "ab_side" not in row["conditions"]
+    record = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert record["measured"] == 6 and not [f for f in record["findings"] if f["state"] == "regression"]
+
+
+def test_a_baselines_mr_measured_by_its_ab_job_alone_gates_on_the_changed_band(tmp_path, gl):
+    samples = ab_samples(step=0.0)
+    kept = [pt2pt(s["system"], s["partition"], s["method"], s["placement"], s["metric"], s["value"],
+                  nodelist=s["nodelist"], toolchain="2023b",
+                  conditions={"ab_side": s["ab_side"], "ab_pair": s["ab_pair"]}) for s in samples]
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "results.json").write_text(dump(kept))
+    books = tmp_path / "baselines"
+    books.mkdir()
+    # The MR's new band: same_numa latency 0.5 us +- 10 %, which B's 2 us does not meet.
+    (books / "iris.yaml").write_text(
+        "schema: mpiregress-baselines/1\nsystem: iris\ntoolchain: \"2023b\"\nprovenance:\n  mr:\n"
+        "    description: by hand\n    runs: 1\n    collected: 2026-11-26\n    pipelines: []\nreferences:\n"
+        "  skylake:\n    source:\n      same_numa:\n"
+        "        latency: {value: 0.5, tolerance: 0.1, unit: us, provenance: mr}\n")
+    done = verdict(tmp_path, [], samples, mr_env(gl, 607), "--changed", str(_changed(tmp_path, "baselines/iris.yaml")),
+                   "--baselines-dir", str(books))
+    record = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert done.returncode == 1 and record["event"] == "baselines_mr", done.stdout[-2000:] + done.stderr[-2000:]
+    [gating] = [f for f in record["findings"] if f["state"] == "regression"]
+    assert gating["judge"] == "baseline band" and "same_numa latency" in gating["subject"]

@@ -138,11 +138,13 @@ def test_a_method_the_mr_rebuilds_falling_behind_is_a_build_regression():
     assert gating.cause == "build (method spack): spack: hwloc ~pci"
     assert "the latest accepted run had it in line" not in gating.sentence     # no history given
     other = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], changed_methods=frozenset({"easybuild"})))
-    assert other.state == "needs a look"
-    # Behind already before the MR (the latest accepted run): not this MR's doing, but worth a look.
+    # A method the MR did not rebuild: not what it changed, evidence for the weekly issue.
+    assert other.state == "not available" and other.of(EVIDENCE)[0].judge == "cross-method"
+    # Behind already before the MR (the latest accepted run): not this MR's doing: evidence, not yellow.
     old = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], cross_before=[behind("spack")],
                                                    changed_methods=frozenset({"spack"})))
-    assert old.state == "needs a look" and "already behind" in old.findings[0].sentence
+    assert not old.of("needs a look") and "already behind" in old.findings[0].sentence
+    assert old.findings[0].state == EVIDENCE and "evidence for the weekly issue" in old.findings[0].sentence
     new = compose.compose("toolchain_mr", Evidence(cross=[behind("spack")], cross_before=[],
                                                    changed_methods=frozenset({"spack"})))
     assert new.state == "regression" and "the latest accepted run had it in line" in new.findings[0].sentence
@@ -164,8 +166,13 @@ def test_junit_carries_every_finding_apart_from_passes_and_regressions():
     assert cases["same_numa.latency"].find("failure") is not None
     skipped = cases["cross_node.latency"].find("skipped")
     assert skipped is not None and skipped.get("message").startswith("needs a look (does not gate): inconclusive")
+    # A method behind that the MR did not rebuild is evidence there (no case of its own) ...
+    assert not any(name.startswith("needs a look: iris/skylake") for name in cases)
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("1", "0", "1")
+    # ... and a case of its own where it needs a look (a standalone run).
+    run = compose.compose("run", Evidence(results=[measured()], cross=[behind()]))
+    cases = {c.get("name") for c in ET.fromstring(verdict_text.junit_xml(run)).find("testsuite").findall("testcase")}
     assert any(name.startswith("needs a look: iris/skylake") for name in cases)
-    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("1", "0", "2")
 
 
 STATES = st.sampled_from(["regression", "error", "infrastructure", "needs a look", EVIDENCE])
@@ -252,3 +259,32 @@ def test_a_bad_link_is_the_link_matrixs_finding_gating_where_no_change_is_judged
     assert v.state == state and found.state == ("regression" if state == "regression" else EVIDENCE)
     if state == "pass":
         assert "evidence only" in found.sentence
+
+
+def test_a_toolchain_mr_is_judged_for_what_it_changed_not_for_what_main_has_too():
+    from mpiregress.verdict.cross_method import Finding as Cross
+
+    stale = Cross("strict", "iris", "skylake", "osu_bw", (("placement", "same_numa"), ("size", 1048576)),
+                  "bandwidth", "source", 1500.0, "baseline", 9000.0, 0.8, 0.2, "MB/s")
+    evidence = Evidence(results=[measured(), measured(OTHER, reason="noisy: node3 probe", verdict="noisy")],
+                        paired=[pair("pass", effect=0.004), pair("pass", key=OTHER, effect=0.01)],
+                        cross=[behind("spack")], baseline_findings=[stale])
+    mr = compose.compose("toolchain_mr", evidence)
+    # A good MR stays green: the gap, the stale baseline and the noisy node are evidence for the weekly issue.
+    assert mr.state == "pass" and compose.exit_code(mr) == errors.OK, mr.findings
+    assert {f.judge for f in mr.of(EVIDENCE)} >= {"cross-method", "baselines", "noise"}
+    assert all("evidence for the weekly issue" in f.sentence for f in mr.of(EVIDENCE) if f.judge != "history gate")
+    # The same findings on the weekly schedule still need a look.
+    weekly = compose.compose("schedule", Evidence(results=evidence.results, cross=evidence.cross,
+                                                  baseline_findings=evidence.baseline_findings))
+    assert weekly.state == "needs a look"
+    # What the MR did cause still does: an inconclusive pair beyond the minimum effect.
+    yellow = compose.compose("toolchain_mr", Evidence(paired=[pair("inconclusive", effect=0.2)], cross=[behind()]))
+    assert [f.judge for f in yellow.of("needs a look")] == ["paired A/B"]
+
+
+def test_a_policy_look_at_naming_an_unknown_kind_is_one_sentence(tmp_path: Path):
+    path = tmp_path / "gating.yaml"
+    path.write_text("events:\n  mr:\n    gates: [paired_ab]\n    look_at: [paired_ab, vibes]\n")
+    with pytest.raises(InputError, match="look_at names unknown finding kind"):
+        policy.load.__wrapped__(path)

@@ -24,6 +24,12 @@ ab=()
 for folder in "$MPIREGRESS_REPORTS_DIR/ab-$MPIREGRESS_SYSTEM"-*/; do
     [ -f "$folder/ab-samples.json" ] && ab+=(--ab "$folder")
 done
+if [ ${#results[@]} -eq 0 ] && [ ${#ab[@]} -gt 0 ]; then
+    # A toolchain MR: run:* did not run, the A/B job's B side is the MR's measurement (mpiregress verdict
+    # reads it from each --ab folder's results.json).
+    printf '[]\n' > "$out/run-results.json"
+    results=("$out/run-results.json")
+fi
 if [ ${#results[@]} -eq 0 ]; then
     msg="no results.json reached the verdict of $MPIREGRESS_SYSTEM: its run jobs failed before measuring (see their logs)"
     echo "verdict: $msg" >&2

@@ -47,10 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source-mirror", type=Path, default=None,
                    help="folder with osu-micro-benchmarks-7.2.tar.gz (default: $OSU_SOURCE_MIRROR)")
     p.add_argument("--sha256", default=None, help="accept a site tarball with this sha256 (default: $OSU_SHA256)")
-    p.add_argument("--ab-against", metavar="DIR|auto", default=None,
+    p.add_argument("--ab-against", metavar="DIR|auto|SAME", default=None,
                    help="A/B run of a toolchain MR: B = --manifest-dir (the MR's builds), A = the target branch's "
                         "builds in DIR, or 'auto' (the system's manifest store, else built at the merge base); "
-                        "A and B alternate in one job per series, judged by their pairs")
+                        "A and B alternate in one job per series, judged by their pairs. 'SAME': an A/A run, A is "
+                        "B's own build (give the target branch's build as --manifest-dir): every alarm is false")
     p.add_argument("--ab-pairs", type=int, default=None,
                    help="A/B pairs per series at the first look (default: the system's ab.initial_pairs, 5)")
     p.add_argument("--ab-max-pairs", type=int, default=None,

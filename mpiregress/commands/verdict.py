@@ -30,6 +30,7 @@ from mpiregress.report import gitlab, html, junit, markdown, this_week, verdict_
 from mpiregress.run import cancel, outputs
 from mpiregress.verdict import policy
 from mpiregress.verdict.ab import judge as ab_judge
+from mpiregress.verdict.band import apply_baselines
 from mpiregress.verdict.compose import Evidence, PipelineVerdict
 from mpiregress.verdict.history_gate import load_baselines
 from mpiregress.verdict.propose import propose
@@ -106,6 +107,16 @@ def _paired(folders: Sequence[Path], db: Optional[history_url.Location]) -> tupl
     return verdicts, causes
 
 
+def _b_side(folders: Sequence[Path]) -> list[Result]:
+    """B's measurement (one Result per series) of every A/B folder that kept its results.json."""
+
+    out: list[Result] = []
+    for folder in folders:
+        if (folder / "results.json").exists():
+            out += ab_judge.b_measurement(inputs.read_results(folder / "results.json", allow_empty=True))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     out = args.out_dir
     # Rejected input or a cancelled confirmation: no earlier pipeline's verdict stays in --out-dir.
@@ -122,9 +133,24 @@ def _verdict(args: argparse.Namespace) -> int:
     args.event = args.event or (policy.pipeline_event(os.environ, changed) if os.environ.get("CI_PIPELINE_SOURCE")
                                 else "history")
     rules = policy.load()[args.event]
-    results: list[Result] = read_results_file(args.results)
+    # With A/B folders the run's file may be empty: on a toolchain MR run:* does not run (ci/jobs/verdict.sh).
+    results: list[Result] = inputs.read_results(args.results, allow_empty=bool(args.ab))
     for more in args.more_results:
         results += read_results_file(more)
+    # An MR's A/B job measured the MR's builds (its B side): that is the MR's measurement, so run:* did not run
+    # again (docs/pipeline.md); series a run job did measure keep the run's.
+    measured = {r.key() for r in results}
+    b_side = [r for r in _b_side(args.ab) if r.key() not in measured]
+    if b_side:
+        # Judged against their bands here, as the run job judges its own (a baselines MR gates on them).
+
+        books = load_baselines([r.system for r in b_side], args.baselines_dir or paths.baselines_dir())
+        for system, book in books.items():
+            apply_baselines([r for r in b_side if r.system == system], book, allow_missing=True)
+    results += b_side
+    if not results and not any((folder / "ab-samples.json").exists() for folder in args.ab):
+        raise InputError(f"results file {args.results} holds no results and no A/B folder measured: there is "
+                         f"nothing to judge")
     db_path = history_url.resolve(args.db)
     paired, causes = _paired(args.ab, db_path if history_url.exists(db_path) else None)
     confirmations = None

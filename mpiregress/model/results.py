@@ -66,8 +66,10 @@ class Result:
 
 
 # An A/B sample's place in its run, kept in its conditions: which side, pair and position, which build,
-# which look of the sequential schedule and its budget. With the series these make one measurement.
-AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs")
+# which look of the sequential schedule and its budget, how long its step took and whether it hit its
+# limit. With the series these make one measurement.
+AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_max_pairs", "ab_seconds",
+             "ab_timed_out", "ab_step_limit")
 
 
 def pt2pt(system: str, partition: str, method: str, placement: str, metric: str, value: Optional[float],

@@ -92,6 +92,7 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     return env.from_string(TEMPLATE).render(
         data=data, pv=data.pipeline_verdict,
         headline=verdict_text.headline(data.pipeline_verdict, ungated=data.ungated),
+        power_summary=verdict_text.power_summary(data.pipeline_verdict),
         changes=changes, bar_figures=bar_figures, sweep_figures=sweep_figures,
         trend_figures=trend_figures, quiet_figure=quiet_figure, sizes=sizes, coll=coll, coll_figures=coll_figures,
         this_week=this_week.sentences(data), changepoint_method=changepoint.METHOD,

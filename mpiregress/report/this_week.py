@@ -59,6 +59,19 @@ def sentences(data: ReportData, recent: int = RECENT) -> list[str]:
                                                                  if len(improved) > LISTED else "")
         out.append(f"improvement beyond the band (the baseline or history is stale): {names}")
     if not out:
-        out.append("Nothing changed: every series is within its band and no series has a new level in its last "
-                   f"{recent} runs.")
+        out.append(_nothing_changed(data, recent))
     return out
+
+
+def _nothing_changed(data: ReportData, recent: int) -> str:
+    """The one sentence when nothing changed; with no (or too little) history it says so instead of
+    claiming runs that were never made."""
+    runs = max((len(points) for points in data.trends.values()), default=0)
+    if runs == 0:
+        return ("No history yet: no accepted run to compare with, so no new level can be seen; "
+                + ("this run's series are within their bands." if data.verdicts else "nothing was judged."))
+    if runs < recent:
+        return (f"Nothing changed that can be seen yet: every series is within its band, and the history holds "
+                f"only {runs} run(s) of a series, fewer than the {recent} a new level needs to show.")
+    return ("Nothing changed: every series is within its band and no series has a new level in its last "
+            f"{recent} runs.")

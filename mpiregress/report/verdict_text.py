@@ -76,16 +76,47 @@ def markdown(v: PipelineVerdict, heading: str = "##", measure_only: bool = False
         lines += [f"<details><summary>Evidence that did not gate ({len(evidence)})</summary>", ""]
         lines += [f"- {f.judge}: {f.subject}: {f.sentence}" for f in evidence]
         lines += ["", "</details>", ""]
+    lines += power_lines(v)
     return "\n".join(lines) + "\n"
+
+
+def power_summary(v: PipelineVerdict) -> str:
+    """'What the judges could have seen: 14 series, 2 short of their target; smallest 3.2 %, largest 14 %'."""
+    if not v.power:
+        return ""
+    short = sum(p.short for p in v.power.values())
+    by_scale: dict[str, list] = {}
+    for p in v.power.values():
+        by_scale.setdefault(p.scale, []).append(p)
+    ranges = "; ".join(f"from {min(ps, key=lambda p: p.detectable).amount()} to "
+                       f"{max(ps, key=lambda p: p.detectable).amount()}" for ps in by_scale.values())
+    return (f"What the judges could have seen: {len(v.power)} series, "
+            f"{f'{short} short of their target' if short else 'every one at its target or without one'}; {ranges}")
+
+
+def power_lines(v: PipelineVerdict) -> list[str]:
+    """The per-series power of the gating judges, as Markdown (a folded list under a one-line summary)."""
+    if not v.power:
+        return []
+    lines = [f"<details><summary>{power_summary(v)}</summary>", "",
+             "| series | judge | could have seen | target | from |", "|---|---|---|---|---|"]
+    for key, p in sorted(v.power.items(), key=lambda kp: (not kp[1].short, kp[0])):
+        target = "—" if p.target is None else (f"❗ {p.amount(p.target)}" if p.short else p.amount(p.target))
+        lines.append(f"| {_cell(key.name())} | {p.judge} | >= {p.amount()} | {target} | {_cell(p.how)} |")
+    return lines + ["", "</details>", ""]
 
 
 _WORST = ("error", "infrastructure", "regression", "needs a look")
 
 
-def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], said: str = "") -> None:
+def _case(suite: ET.Element, classname: str, name: str, found: list[Finding], said: str = "",
+          power: str = "") -> None:
     """A test case whose status is the worst of ``found`` (a pass when nothing but evidence was found);
-    ``said``, what the gating judge said of it, is its output when nothing was found."""
+    ``said``, what the gating judge said of it, is its output when nothing was found; ``power``, what its
+    judge could have seen, is its ``power`` property (a pass has no message of its own)."""
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    if power:
+        ET.SubElement(ET.SubElement(case, "properties"), "property", name="power", value=power)
     states = [f.state for f in found]
     worst = next((s for s in _WORST if s in states), None)
     text = "\n".join(f"{f.state} ({f.judge}): {f.sentence}" + (f"; likely cause: {f.cause}" if f.cause else "")
@@ -117,8 +148,9 @@ def junit_suite(v: PipelineVerdict, ungated: bool = False) -> ET.Element:
         if f.key is not None:
             by_key.setdefault(f.key, []).append(f)
     for key in sorted(set(v.series) | set(by_key)):
+        power = v.power.get(key)
         _case(suite, f"{key.system}.{key.partition}.{key.method}", f"{key.label()}.{key.metric}",
-              by_key.get(key, []), v.said.get(key, ""))
+              by_key.get(key, []), v.said.get(key, ""), f"{power.judge}: {power.sentence()}" if power else "")
     for f in v.findings:
         if f.key is None and f.state != EVIDENCE:
             _case(suite, f"mpiregress.{f.judge.replace(' ', '_')}",

@@ -629,7 +629,7 @@ def _prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manif
     else:
         _log(f"finding A (the {opts.ab_branch} branch's build) for --ab-against {opts.ab_against}")
         found = sides.find(opts.ab_against or "auto", system=opts.system, partition=partition, methods=methods,
-                           branch=opts.ab_branch, store=system.ab_store())
+                           branch=opts.ab_branch, store=system.ab_store(), b_dir=manifest_dir)
     pairing = sides.pair_builds(found.directory, manifest_dir, methods)
     if found.directory is not None and not opts.dry_run:
         check_binaries(found.directory, list(pairing.pairs), opts)
@@ -679,10 +679,11 @@ def _ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: lis
     for look in range(2, len(sizes) + 1):
         records = [r for r in ab_judge.records(loaded) if "ab_side" in r]
         try:
-            verdicts = paired.judge(records)
+            config = ab_judge.with_target(records)
+            verdicts = paired.judge(records, config)
         except (InputError, KeyError):
             break   # the final verdict says why, after every sample is kept
-        more = set(paired.continuing(verdicts))
+        more = set(paired.continuing(verdicts, config))
         if not more:
             break
         first, count = sizes[look - 2], sizes[look - 1] - sizes[look - 2]
@@ -692,7 +693,8 @@ def _ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: lis
                 groups.setdefault((v.key.partition, v.nodes), []).append(v.key)
         for index, ((partition, nodes), keys) in enumerate(sorted(groups.items())):
             names = ", ".join(k.name() for k in keys)
-            note = (f"look {look}: {len(keys)} series still inconclusive beyond the minimum effect get pairs "
+            note = (f"look {look}: {len(keys)} series still inconclusive beyond the minimum effect or short of "
+                    f"the power target get pairs "
                     f"{first}-{first + count - 1} on {','.join(nodes) or 'any node'}: {names}")
             _log(note)
             folder.step(note)

@@ -7,6 +7,8 @@ side that hurts). History-based judging (the MR gate) is :mod:`mpiregress.verdic
 """
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
@@ -15,6 +17,7 @@ from mpiregress.model.baselines import Baselines
 from mpiregress.model.names import METRICS, format_value
 from mpiregress.model.results import Result
 from mpiregress.verdict import noise as noise_verdict
+from mpiregress.verdict.power import Power, beyond_band
 
 
 def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_missing: bool = False,
@@ -57,6 +60,24 @@ def apply_baselines(results: list[Result], refs: Optional[Baselines], allow_miss
             _noise_aware(r, node_noise)
         elif not (self_judged and r.status == "fail"):
             r.status, r.reason = "pass", ""
+
+
+def band_power(r: Result) -> Optional[Power]:
+    """What the band could have caught on ``r``: its tolerance plus 0.84 times the error of the run's median,
+    from this run's own samples (1.4826 MAD, times sqrt(pi/2k) for a median of k). One sample: its spread is
+    not known, so the tolerance alone is said, and says so. None when ``r`` was not judged against a band."""
+    if r.tolerance is None or r.value is None or r.status not in ("pass", "fail"):
+        return None
+    samples = [float(x) for x in r.samples] or [float(r.value)]
+    if len(samples) < 2:
+        return beyond_band("baseline band", r.tolerance, 0.0,
+                           f"tolerance {r.tolerance:.0%}; one sample, so this run's spread is not known")
+    centre = statistics.median(samples)
+    spread = 1.4826 * statistics.median(abs(x - centre) for x in samples) / centre if centre else 0.0
+    error = spread * math.sqrt(math.pi / (2 * len(samples)))
+    return beyond_band("baseline band", r.tolerance, error,
+                       f"tolerance {r.tolerance:.0%} and this run's {len(samples)} samples (±{spread:.1%}); the "
+                       f"run-to-run offset is not known to the band")
 
 
 def _noise_aware(r: Result, node_noise: Optional[Mapping[tuple[str, str], Mapping[str, Sequence[float]]]]) -> None:

@@ -13,17 +13,20 @@ Every surface (exit code, summary.md, the HTML badge, JUnit, the MR note) render
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from mpiregress import errors
 from mpiregress.families.links.series import BENCHMARK as LINKTEST
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
+from mpiregress.model.systems import get as get_system
 from mpiregress.verdict import cross_method, policy
 from mpiregress.verdict.ab.paired import PairedConfig
+from mpiregress.verdict.band import band_power
 from mpiregress.verdict.cross_method import Finding as CrossFinding
 from mpiregress.verdict.history_gate import Verdict
+from mpiregress.verdict.power import JUDGE_KEYS, Power, Target, from_conditions, target_for, targets_of
 
 if TYPE_CHECKING:   # the A/B package imports the history gate: no cycle at run time
     from mpiregress.verdict.ab.confirm import Confirmation
@@ -73,6 +76,8 @@ class Evidence:
     changed_methods: frozenset[str] = frozenset()        # methods whose build definition the MR changes
     # Systems whose baselines file the MR changes (None: not known, every system counts as changed).
     changed_baselines: Optional[frozenset[str]] = None
+    # Per system, per judge, the effect a run must be able to see (None: each system file's ``power:``).
+    targets: Optional[Mapping[str, Mapping[str, Target]]] = None
 
 
 @dataclass
@@ -85,6 +90,8 @@ class PipelineVerdict:
     series: list[SeriesKey]       # every series measured (a value, or a paired verdict)
     judged: int                   # series the gating judges looked at
     said: dict[SeriesKey, str] = field(default_factory=dict)   # the gating judge's sentence per series, pass too
+    # What the judge that gates each series could have seen there (verdict.power): every surface shows it.
+    power: dict[SeriesKey, Power] = field(default_factory=dict)
 
     @property
     def measured(self) -> int:
@@ -115,7 +122,8 @@ class PipelineVerdict:
                 "measured": self.measured, "judged": self.judged,
                 "findings": [{"state": f.state, "judge": f.judge, "subject": f.subject, "sentence": f.sentence,
                               "cause": f.cause, "effect": f.effect, "low": f.low, "high": f.high}
-                             for f in self.findings]}
+                             for f in self.findings],
+                "power": {k.name(): p.to_dict() for k, p in sorted(self.power.items())}}
 
 
 def exit_code(verdict: PipelineVerdict, measure_only: bool = False) -> int:
@@ -149,8 +157,15 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
         v.key for v in ev.history or () if v.verdict not in ("error", "skip")}
     series = sorted(_measured_keys(ev.results) | judged_keys)
+    power, passed = _power(ev, rules)
+    found += _short(power, passed, paired)
+    found = [_not_caused(f, rules) for f in found]
+    said = _said(ev, rules)
+    for key, p in power.items():
+        if key in said and key in passed:      # what a pass could have seen; a failure shows what it saw
+            said[key] += f" — {p.sentence()}"
     return PipelineVerdict(event=event, gating=rules.gates, findings=_unique(found), series=series, judged=judged,
-                           said=_said(ev, rules))
+                           said=said, power=power)
 
 
 def _said(ev: Evidence, rules: policy.Rules) -> dict[SeriesKey, str]:
@@ -163,6 +178,98 @@ def _said(ev: Evidence, rules: policy.Rules) -> dict[SeriesKey, str]:
         out.update({v.key: f"history gate: {v.verdict}: {v.reason}" for v in ev.history or ()})
     if "paired_ab" in rules.gates:
         out.update({v.key: f"paired A/B: {v.verdict}: {v.reason}" for v in ev.paired or ()})
+    return out
+
+
+# The kind of finding (gating.yaml ``look_at``) each judge's name stands for.
+_KINDS = {"paired A/B": "paired_ab", "history gate": "history_gate", "baseline band": "baseline_band",
+          "cross-method": "cross_method", "baselines": "baselines", "noise": "noise", "link matrix": "links",
+          "confirmation": "history_gate"}
+
+
+def _not_caused(f: Finding, rules: policy.Rules) -> Finding:
+    """A finding to look at that the event's rules do not look at (``look_at``) is evidence: on a toolchain MR a
+    gap main has too, a stale baseline or a noisy node is not what the MR changed."""
+    if f.state != "needs a look" or rules.look_at is None:
+        return f
+    kind = _KINDS.get(f.judge, "paired_ab" if f.judge.endswith("(no A)") else f.judge)
+    if f.judge == "cross-method" and "this MR changes the" in f.sentence:
+        kind = "build_method"
+    if f.sentence.startswith("not a pass") and "could not see" in f.sentence:
+        kind = "power"
+    if kind in rules.look_at:
+        return f
+    return replace(f, state=EVIDENCE, sentence=f"{f.sentence} — evidence for the weekly issue: not what this "
+                   f"{rules.name.replace('_', ' ')} changed, so it does not make it yellow")
+
+
+def _targets_of(system: str) -> Mapping[str, Target]:
+    """A system file's ``power:`` targets ({} for a system without a file, e.g. a test's or a site's own)."""
+    try:
+        return targets_of(get_system(system))
+    except errors.InputError:
+        return {}
+
+
+def _power(ev: Evidence, rules: policy.Rules) -> tuple[dict[SeriesKey, Power], set[SeriesKey]]:
+    """(what the judge that gates each series could have seen, the series that judge passed).
+
+    The same judge as :func:`_said` (the paired A/B over the history gate over the band); a judge that
+    left its power on a result (``conditions["power"]``: the link matrix, the cross-method check) fills
+    series no other gating judge did. Each power gets its system's target where the judge declared none.
+    """
+    out: dict[SeriesKey, Power] = {}
+    passed: set[SeriesKey] = set()
+    if "baseline_band" in rules.gates or "baseline_band_changed" in rules.gates:
+        for r in ev.results:
+            p = band_power(r)
+            if p is not None:
+                out[r.key()] = p
+                if r.status == "pass" and r.conditions.get("verdict") != "noisy":
+                    passed.add(r.key())
+    if "history_gate" in rules.gates or "paired_ab" in rules.gates:
+        for v in ev.history or ():
+            if v.power is not None:
+                out[v.key] = v.power
+                if v.verdict == "pass":
+                    passed.add(v.key)
+    if "paired_ab" in rules.gates:
+        for pv in ev.paired or ():
+            if pv.power is not None:
+                out[pv.key] = pv.power
+                passed.discard(pv.key)
+                if pv.verdict == "pass" or (pv.verdict == "inconclusive" and not _beyond_min_effect(pv)):
+                    passed.add(pv.key)
+    for r in ev.results:
+        p = from_conditions(r.conditions)
+        if p is not None and r.key() not in out:
+            out[r.key()] = p
+            if r.status == "pass":
+                passed.add(r.key())
+    cache: dict[str, Mapping[str, Target]] = {}
+    for key, p in out.items():
+        if p.target is None:
+            if ev.targets is not None:
+                targets = ev.targets.get(key.system, {})
+            else:
+                targets = cache.setdefault(key.system, _targets_of(key.system))
+            target = target_for(targets.get(JUDGE_KEYS.get(p.judge, "")), key.metric)
+            if target is not None:
+                out[key] = p.with_target(target)
+    return out, passed
+
+
+def _short(power: Mapping[SeriesKey, Power], passed: set[SeriesKey],
+           paired: Mapping[SeriesKey, "PairedVerdict"]) -> list[Finding]:
+    """A pass whose judge could not have seen its target is not a pass: "needs a look", saying what it could see."""
+    out = []
+    for key in sorted(passed):
+        p = power.get(key)
+        if p is None or not p.short:
+            continue
+        v = paired.get(key)
+        pairs = f" after {v.pairs} of {v.max_pairs} pairs" if v is not None and v.basis == "paired" else ""
+        out.append(Finding("needs a look", p.judge, key.name(), f"not a pass{pairs}: {p.short_sentence()}", key=key))
     return out
 
 
@@ -297,9 +404,21 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
         elif v.verdict == "inconclusive" and not _beyond_min_effect(v):
             # Too noisy to certify, but its estimate is within the minimum effect: said, not flagged.
             out.append(Finding(EVIDENCE, sentence=f"inconclusive within the minimum effect: {v.reason}", **common))
+        elif v.verdict == "inconclusive" and _within_target(v):
+            # Not significant, and its interval leaves no room for a change as large as the system must see.
+            assert v.power is not None and v.power.target is not None
+            out.append(Finding(EVIDENCE, sentence=f"inconclusive, but its interval excludes a change of the "
+                               f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
         elif v.verdict in ("inconclusive", "improvement", "noisy"):
             out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
     return out
+
+
+def _within_target(v: "PairedVerdict") -> bool:
+    """The series' interval ends below its power target: whatever it is, it is not a change this system must see."""
+    p = v.power
+    return (p is not None and p.target is not None and p.scale == "relative" and v.high is not None
+            and v.high < p.target)
 
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:

@@ -61,6 +61,7 @@ from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
 from mpiregress.verdict import node_noise as nodehistory
 from mpiregress.verdict import noise as noise_verdict
+from mpiregress.verdict.power import Power, beyond_band
 
 VERDICTS: tuple[str, ...] = ("regression", "error", "noisy", "improvement", "skip", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -105,6 +106,7 @@ class Verdict:
     effect: Optional[float] = None       # relative change, positive = worse
     basis: str = "none"                  # history | baseline | run (judged by its check) | none
     history_runs: int = 0
+    power: Optional[Power] = None        # the smallest change this judgement could have caught (:func:`gate_power`)
 
     @property
     def gates(self) -> bool:
@@ -206,7 +208,9 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
     effect = _worse(metric, x, reference)
     limit = _at(metric, reference, band)
     values: dict[str, Any] = dict(value=x, reference=reference, limit=limit, band=band, effect=effect, basis=basis,
-                                  **common)
+                                  power=gate_power(band, new_spread, len(new), basis,
+                                                   noise if basis == "history" else None,
+                                                   len(recent) if basis == "history" else 0), **common)
     summary = (f"{_fmt(x)} {unit} is {abs(effect):.1%} {'worse' if effect > 0 else 'better'} than "
                f"{_fmt(reference)} {unit}, {where}; band {band:.1%}")
     if basis == "history" and baseline is not None and _worse(metric, x, baseline.value) > baseline.tolerance:
@@ -228,6 +232,21 @@ def judge_values(key: SeriesKey, new: Sequence[float], history: Sequence[Sequenc
         return Verdict(verdict="improvement", reason=note + f"{summary}: better than the band, so the "
                        f"{'history' if basis == 'history' else 'baseline'} is stale (not a failure)", **values)
     return Verdict(verdict="pass", reason=note + summary, **values)
+
+
+def gate_power(band: float, new_spread: float, k: int, basis: str, noise: Optional[float] = None,
+               recent: int = 0) -> Power:
+    """What a judgement against ``band`` could have caught: the new median's error is this run's own sample
+    spread (the variance of a median of ``k`` is about pi/2 / k times the samples'), plus, against history,
+    the run-to-run noise of the level and of the run itself (the same sqrt(1 + pi/2N) the band carries)."""
+    own = new_spread * math.sqrt(math.pi / (2 * max(k, 1)))
+    if basis == "history" and noise is not None:
+        spread = math.sqrt(noise ** 2 * (1 + math.pi / (2 * max(recent, 1))) + own ** 2)
+        how = f"band {band:.1%}, run-to-run noise {noise:.1%} and this run's {k} samples (±{new_spread:.1%})"
+        return beyond_band("history gate", band, spread, how)
+    how = (f"the baselines' {band:.0%} tolerance and this run's {k} samples (±{new_spread:.1%}); the run-to-run "
+           f"offset is not known without history")
+    return beyond_band("history gate", band, own, how)
 
 
 def new_samples(results: Sequence[Result]) -> dict[SeriesKey, list[Result]]:

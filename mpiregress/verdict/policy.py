@@ -17,6 +17,9 @@ from mpiregress.errors import InputError
 POLICY_FILE = Path(__file__).with_name("gating.yaml")
 JUDGES = frozenset({"paired_ab", "build_method", "history_gate", "baseline_band", "baseline_band_changed",
                     "cross_method", "noise", "links"})
+# What ``look_at`` may name: the judges, plus the baselines' own quality findings (stale, lenient bands), the
+# power of a pass short of its target, and the run's own errors-free notes.
+LOOK_AT = JUDGES | {"baselines", "power"}
 # The build definition of each method, by path: an MR touching one may make that method fall behind.
 METHOD_PATHS: Mapping[str, str] = {"spack": "spack-envs/", "easybuild": "easyconfigs/"}
 
@@ -30,6 +33,9 @@ class Rules:
     gates: tuple[str, ...]
     evidence: tuple[str, ...]
     confirm_history: bool = False
+    # Which judges' findings may make the event "needs a look" (None: every judge's). A toolchain MR is
+    # judged for what it changed: a gap main has too, a stale baseline, a noisy node are evidence there.
+    look_at: Optional[tuple[str, ...]] = None
 
 
 @functools.cache
@@ -54,7 +60,15 @@ def load(path: Path = POLICY_FILE) -> Mapping[str, Rules]:
         if unknown or not gates:
             raise InputError(f"gating policy {path}: event {name!r} "
                              + (f"names unknown judge(s) {unknown}" if unknown else "gates on nothing"))
-        rules[name] = Rules(name, str(spec.get("describe", "")), gates, evidence, bool(spec.get("confirm_history")))
+        look_at = spec.get("look_at")
+        if look_at is not None:
+            look_at = tuple(look_at)
+            wrong = sorted(set(look_at) - LOOK_AT)
+            if wrong:
+                raise InputError(f"gating policy {path}: event {name!r} look_at names unknown finding kind(s) "
+                                 f"{wrong} (known: {', '.join(sorted(LOOK_AT))})")
+        rules[name] = Rules(name, str(spec.get("describe", "")), gates, evidence, bool(spec.get("confirm_history")),
+                            look_at)
     return rules
 
 

@@ -31,6 +31,9 @@ from mpiregress.errors import InputError
 from mpiregress.model import manifest, systems
 from mpiregress.run.ab.plan import Side, check_comparable
 
+# ``--ab-against SAME``: an A/A run, A is B's own build through the same A/B path (its false alarms are real ones).
+SAME = "SAME"
+
 
 @dataclass(frozen=True)
 class FoundA:
@@ -102,8 +105,15 @@ def build_at(commit: str, methods: Sequence[str], system: str, partition: str, w
 
 
 def find(against: str, *, system: str, partition: str, methods: Sequence[str], branch: str = "main",
-         store: Optional[Path] = None, build: bool = True, work_root: Optional[Path] = None) -> FoundA:
-    """A's manifests for an A/B run (see the module doc); ``against`` is a folder or ``auto``."""
+         store: Optional[Path] = None, build: bool = True, work_root: Optional[Path] = None,
+         b_dir: Optional[Path] = None) -> FoundA:
+    """A's manifests for an A/B run (see the module doc); ``against`` is a folder, ``auto`` or :data:`SAME`
+    (an A/A run: A is B's own build in ``b_dir``)."""
+    if against == SAME:
+        if b_dir is None or not manifest.find_all(b_dir):
+            raise InputError(f"--ab-against {SAME} (an A/A run) needs B's builds: {b_dir} holds no build manifest")
+        return FoundA(Path(b_dir).resolve(), "same", f"A/A run: A is B's own build in {b_dir} (--ab-against "
+                      f"{SAME}), so any regression found is a false alarm")
     if against != "auto":
         folder = Path(against)
         if not folder.is_dir() or not manifest.find_all(folder):

@@ -115,6 +115,7 @@ from mpiregress.model.names import METRICS, PT2PT
 from mpiregress.model.series import SeriesKey, freeze
 from mpiregress.verdict.ab import sequential
 from mpiregress.verdict.history_gate import GateConfig, Verdict, judge_values
+from mpiregress.verdict.power import Power, Target, target_for
 
 PAIRED_VERDICTS: tuple[str, ...] = ("regression", "error", "inconclusive", "improvement", "pass")
 GATING: frozenset[str] = frozenset({"regression", "error"})
@@ -139,6 +140,9 @@ class PairedConfig:
     spending: str = "power"
     rho: float = 0.25
     draws_later: int = 200_000            # later looks' boundaries sit near z 4.2 at an 80-series Holm level
+    # The effect every series must be able to show (``power.paired_ab`` of the system file; None: none declared).
+    # A series whose power is short of it gets more pairs while the budget allows (:meth:`PairedVerdict.wants_more`).
+    target: Optional[Target] = None
 
 
 @dataclass
@@ -158,6 +162,8 @@ class SeriesPairs:
     target: str = ""
     looks: list[int] = field(default_factory=list)             # per kept pair: the look it was measured for
     max_pairs: int = 0                                         # the run's budget (0: fixed, what was measured)
+    # Pairs whose B step hit its time limit where A's finished: (pair, B's limit s, A's time s, nodes).
+    b_timed_out: list[tuple[int, float, float, list[str]]] = field(default_factory=list)
 
     def look_sizes(self) -> list[int]:
         """Complete pairs at each look that added some (pairs of look <= j), in look order."""
@@ -197,6 +203,8 @@ class PairedVerdict:
     b_value: Optional[float] = None       # median of B
     nodes: tuple[str, ...] = ()
     gate: Optional[Verdict] = None        # the history gate's verdict when there was no A
+    power: Optional[Power] = None         # the smallest effect these pairs could have shown (:func:`power_of`)
+    timed_out: int = 0                    # pairs whose B step hit its time limit where A's finished
 
     @property
     def gates(self) -> bool:
@@ -211,10 +219,15 @@ class PairedVerdict:
         return 1 / hurting if METRICS[self.metric].higher_is_better else hurting
 
     def wants_more(self, config: "PairedConfig") -> bool:
-        """Inconclusive with its estimate beyond the minimum effect, and the budget allows more pairs."""
-        return (self.verdict == "inconclusive" and self.basis == "paired" and self.effect is not None
-                and self.effect > config.min_effect.get(self.metric, 0.03)
-                and self.pairs + self.dropped < self.max_pairs)
+        """More pairs would help and the budget allows them: inconclusive with its estimate beyond the minimum
+        effect, or not a regression while its power is short of the target (a pass that could not have seen it)."""
+        if self.basis != "paired" or self.pairs + self.dropped >= self.max_pairs:
+            return False
+        if self.verdict == "inconclusive" and self.effect is not None \
+                and self.effect > config.min_effect.get(self.metric, 0.03):
+            return True
+        # An improvement is not re-measured: B clearly differs from A on the good side.
+        return self.verdict in ("pass", "inconclusive") and self.power is not None and self.power.short
 
     def name(self) -> str:
         return series_name(self.key)
@@ -293,6 +306,9 @@ def collect(records: Iterable[Mapping[str, Any]]) -> dict[SeriesId, SeriesPairs]
             why = _broken(a, b)
             if why:
                 found.dropped[pair] = why
+                slow = _b_timed_out(a, b)
+                if slow is not None:
+                    found.b_timed_out.append((pair, *slow))
                 continue
             assert a is not None and b is not None
             nodes_a, nodes_b = list(a.get("nodelist") or []), list(b.get("nodelist") or [])
@@ -323,6 +339,18 @@ def _look(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
         raise InputError(f"pair {a.get('ab_pair')} of {series_name(series_key(a))} has A and B in different looks "
                          f"({sorted(looks)})")
     return looks.pop()
+
+
+def _b_timed_out(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]
+                 ) -> Optional[tuple[float, float, list[str]]]:
+    """(B's limit, A's time, nodes) when B's step hit its time limit while A's finished on the same nodes."""
+    if a is None or b is None or not b.get("ab_timed_out") or a.get("status") not in ("pass", "fail"):
+        return None
+    limit, took = b.get("ab_step_limit"), a.get("ab_seconds")
+    nodes_a, nodes_b = list(a.get("nodelist") or []), list(b.get("nodelist") or [])
+    if not limit or not took or float(took) <= 0 or (nodes_a and nodes_b and sorted(nodes_a) != sorted(nodes_b)):
+        return None
+    return float(limit), float(took), nodes_a
 
 
 def _broken(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> str:
@@ -472,6 +500,9 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
             if s.b_only or not s.dropped:
                 verdicts[key] = _fallback(s, history or {}, baselines or {}, gate_config)
                 continue
+        if s.b_timed_out:
+            verdicts[key] = _timed_out(s)
+            continue
         if len(s.a) < config.min_pairs:
             why = "; ".join(f"pair {p}: {r}" for p, r in sorted(s.dropped.items())[:3])
             verdicts[key] = PairedVerdict(
@@ -492,8 +523,10 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
     stats = [_series_stats(s, null, config) for s in testable]
     adjusted_up = holm([t.p_up for t in stats])
     adjusted_down = holm([t.p_down for t in stats])
+    bars: dict[tuple[float, ...], float] = {}
     for t, adj_up, adj_down in zip(stats, adjusted_up, adjusted_down, strict=True):
-        verdicts[t.pairs.key] = _decide(t, adj_up, adj_down, config)
+        decided = _decide(t, adj_up, adj_down, config)
+        verdicts[t.pairs.key] = replace(decided, power=power_of(t, null, config, len(stats), bars))
     return [verdicts[k] for k in found]
 
 
@@ -537,6 +570,44 @@ def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
                   p_up=sequential.sequential_p(z_up, fractions, config.spending, config.rho),
                   p_down=sequential.sequential_p(z_down, fractions, config.spending, config.rho),
                   looks=len(s.look_sizes()), noisy=robust_scale(residuals(d)) > last.noisy_scale)
+
+
+def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
+             bars: Optional[dict[tuple[float, ...], float]] = None) -> Power:
+    """The smallest effect these pairs would have failed 4 times in 5 at the judge's error rate.
+
+    The bar a series must cross at its last look is its design's boundary (:func:`sequential.boundaries`)
+    at Holm's first-step level ``alpha / family`` (one series among ``family``: what a single real step
+    among unchanged series faces), turned into a Hodges-Lehmann estimate through the same pooled null the
+    p-values come from; the estimate must also exceed the minimum effect. A true shift ``theta`` gives
+    ``HL* + theta``, so it is caught with probability 80 % when ``theta`` = bar - (20 % quantile of HL*).
+    A series too noisy for its class (its own residuals scatter beyond the pool's) has its null widened
+    to its own spread first. On the ratio scale of the effect (B/A - 1, A/B - 1 for bandwidth).
+    """
+    s = t.pairs
+    n = len(s.a)
+    sizes = [k for k in s.look_sizes() if k >= config.min_pairs] or [n]
+    fractions = tuple(round(k / max(s.max_pairs, n), 12) for k in sizes)
+    level = config.alpha / max(family, 1)
+    cache = bars if bars is not None else {}
+    if (level, *fractions) not in cache:
+        cache[(level, *fractions)] = float(sequential.boundaries(level, fractions, config.spending, config.rho)[-1])
+    z = cache[(level, *fractions)]
+    model = null(s, n, config.draws if len(sizes) == 1 else config.draws_later)
+    from scipy import special  # loaded at the first judgement (start-up time; pyproject)
+
+    tail = float(special.ndtr(-z)) if math.isfinite(z) else 0.0
+    crit = _sorted_quantile(model.hl, 1 - tail) if tail > 0 else float(model.hl[-1])
+    spread = 1.0
+    if t.noisy:
+        pool_scale = robust_scale(model.hl)
+        own = robust_scale(residuals(s.log_ratios())) / math.sqrt(n)
+        spread = max(1.0, own / max(pool_scale, MIN_SCALE))
+    delta = _log_threshold(s.metric, config.min_effect.get(s.metric, 0.03))
+    theta = max(crit * spread, delta) - _sorted_quantile(model.hl, 1 - 0.8) * spread
+    budget = max(s.max_pairs, n + len(s.dropped))
+    how = f"{n} pairs of {budget}, {config.alpha:.0%} family-wise over {family} series"
+    return Power("paired A/B", _relative(s.metric, theta), target=target_for(config.target, s.metric), how=how)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:
@@ -628,6 +699,25 @@ def _decide(t: _Stats, adj_up: float, adj_down: float, config: PairedConfig) -> 
                              f"effect (not a failure)", **common)
     return PairedVerdict(verdict="pass", reason=f"{summary}: within the {delta:.0%} minimum effect or not "
                          f"significant", **common)
+
+
+def _timed_out(s: SeriesPairs) -> PairedVerdict:
+    """B's step hit its time limit where A's finished on the same nodes: a regression of at least limit / A's time.
+
+    A step that never ends is the regression itself (4 KiB TCP buffers make a 1 MiB bandwidth step take
+    minutes where A's took seconds), not a failed check: its size is not measured, but its lower bound is,
+    and it is far beyond any minimum effect. The smallest bound over the pairs is said (the most cautious).
+    """
+    pair, limit, took, nodes = min(s.b_timed_out, key=lambda t: t[1] / t[2])
+    ratio = limit / took
+    where = ", ".join(nodes) or "the same nodes"
+    return PairedVerdict(
+        key=s.key, verdict="regression", metric=s.metric, unit=s.unit, effect=ratio - 1, low=ratio - 1, high=None,
+        pairs=len(s.a), dropped=len(s.dropped), nodes=tuple(sorted(nodes)),
+        a_value=float(np.median(s.a)) if s.a else None,
+        reason=f"B's step hit its {limit:g} s time limit in {len(s.b_timed_out)} pair(s) where A's finished on "
+               f"{where} (pair {pair}: A took {took:.1f} s): B is at least {ratio:.3g}x slower than A "
+               f"(+{ratio - 1:.0%} or more), a regression, not a failed check", timed_out=len(s.b_timed_out))
 
 
 def continuing(verdicts: Sequence[PairedVerdict], config: PairedConfig = PairedConfig()) -> list[SeriesId]:
