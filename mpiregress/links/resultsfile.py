@@ -95,14 +95,13 @@ def parse(data: bytes, name: str = "results") -> LinkRun:
                    complete=complete, problem=problem)
 
 
-# How one pair's rounds combine, per field: the fastest iteration of all rounds is the best of their
-# fastest iterations; a median or mean, the median of the rounds' (a busy round does not move it).
-BEST = {"lat_min_us": np.minimum, "bw_max_mbs": np.maximum}
-
-
+# How one pair's rounds combine: the median of its rounds, for every field. Not the best of them, even for
+# the fastest iteration: on a shared host a pair's fastest iteration is bimodal (a round in which its two
+# ranks happened to get cores of their own runs 3-5x faster, measured 2026-11-26 at load 13), so the best
+# of k rounds spreads the pairs wider with each round, while their median narrows them.
 def combine(runs: list[LinkRun]) -> LinkRun:
-    """Rounds of the same ranks measured in one allocation, as one run: each pair's values combined over the
-    rounds that measured it (``BEST``, else the median), its re-tests likewise. Every round's problem is kept."""
+    """Rounds of the same ranks measured in one allocation, as one run: each pair's values the median over the
+    rounds that measured it, its re-tests likewise. Every round's problem is kept."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
@@ -133,12 +132,7 @@ def _combined(parts: list[np.ndarray], nranks: int) -> np.ndarray:
     order = np.argsort(slot, kind="stable")
     starts = np.flatnonzero(np.r_[True, slot[order][1:] != slot[order][:-1]])
     for name in ("lat_us", "lat_median_us", "lat_min_us", "bw_mbs", "bw_median_mbs", "bw_max_mbs"):
-        reduce = BEST.get(name)
-        column = records[name][order]
-        if reduce is not None:
-            out[name] = reduce.reduceat(column, starts)
-        else:
-            out[name] = [float(np.median(part)) for part in np.split(column, starts[1:])]
+        out[name] = [float(np.median(part)) for part in np.split(records[name][order], starts[1:])]
     return out
 
 
