@@ -188,7 +188,7 @@ def test_a_run_short_of_its_target_needs_a_look_never_passes() -> None:
     found = [Result(**r) for r in records]
     assert compose.exit_code_of_run(found, []) == 5
     looked = [f for f in compose.of_run(found, []).findings if f.state == "needs a look"]
-    assert [f.sentence for f in looked] == [f"needs a look: {short}"]
+    assert [(f.judge, f.sentence) for f in looked] == [("link matrix", f"needs a look: {short}")]
     # The same spread with no target: a pass that says what it could have seen.
     plain = analysis.analyse(run, thresholds=analysis.Thresholds(**LOCAL))
     assert plain.short_of_target() is None
