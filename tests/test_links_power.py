@@ -257,3 +257,14 @@ def test_enough_says_whether_another_round_is_wanted(tmp_path: Path, capsys: pyt
     said = capsys.readouterr().out
     assert "needs a look: could not see a 2x node at this noise" in said and "in 2 of 3 all-pairs rounds" in said
     assert (tmp_path / "out" / "noisy.bin").exists()   # every round measured is kept
+
+
+def test_the_transient_line_quotes_its_worst_pair() -> None:
+    # One pair 4x slow at first and normal on re-test: transient, and the summary says which and how much.
+    hosts = [f"n{i}" for i in range(8)]
+    run = bandwidth_run(hosts, 0.02, 0, {("n2", "n5"): 0.25}, {("n2", "n5"): 1.0})
+    result = analysis.analyse(run, thresholds=analysis.Thresholds(**LOCAL))
+    lines = analysis_summary(result)
+    said = [line for line in lines if "normal on re-test" in line]
+    assert len(said) == 1 and re.search(r"\(transient; worst n2--n5 ranks 2-5: bandwidth 4\.\dx typical, "
+                                        r"1\.\dx on re-test\)\.$", said[0]), said

@@ -81,7 +81,10 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         lines.append(f"... {analysis.count('bad link') - MAX_LISTED} more bad link measurements in bad_links.csv")
     counts = {a: analysis.count(a) for a in ("transient", "unconfirmed")}
     if counts["transient"]:
-        lines.append(f"{counts['transient']} slow pair measurement(s) were normal on re-test (transient).")
+        worst = analysis.slow_pairs({"transient"})[0]
+        lines.append(f"{counts['transient']} slow pair measurement(s) were normal on re-test (transient; worst "
+                     f"{worst.link()} ranks {worst.rank_a}-{worst.rank_b}: {worst.metric} {worst.ratio_first:.1f}x "
+                     f"typical, {worst.ratio_second or 0:.1f}x on re-test).")
     if counts["unconfirmed"]:
         lines.append(f"{counts['unconfirmed']} slow pair measurement(s) were not re-tested (unconfirmed; "
                      f"raise linktest -Z to confirm them).")
