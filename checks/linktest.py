@@ -107,9 +107,10 @@ class LinktestCheck(OsuCheckBase):
         # measures further all-pairs rounds in the same allocation, up to its budget (rounds), each round
         # every pair again: the suspects and the healthy pairs in the same minutes, so the host's load
         # hits both. `mpiregress links enough` decides (exit 1: short), the analysis combines the rounds.
-        if self.thresholds.rounds <= 1 or not (self.thresholds.node_target or self.thresholds.link_target):
-            return []
         t = self.thresholds
+        targets = [x for x in (t.node_target, t.link_target) if x]
+        if t.rounds <= 1 or not targets or t.ratio >= min(targets):
+            return []      # nothing to reach, or a ratio floor no round can bring under the target
         judging = ['--ratio', str(t.ratio), '--z', str(t.z), '--statistic', t.statistic,
                    '--metrics', ','.join(t.metrics), '--rounds', str(t.rounds)]
         judging += ['--node-target', str(t.node_target)] if t.node_target else []
