@@ -41,6 +41,14 @@ link 3x, budget 3 rounds, 4 runs per case (fewer than 10: the time box):
     link-2      3            1             0           0         0      was near the limit under the load)
     link-4      4            0             0           0         0
 
+Then with systems/local.yaml's targets set from it (node 2.5x, link 5x, 3 rounds), load 9.4-16.1
+(median 13.0), R0 kept at 665 MB/s, 3 runs per case: every run named right (18 of 18; none 3, node-2 3,
+node-3 3, node-4 3, link-2 3, link-4 3), faults seen at 1.5-2.2x (node 1/2), 2.9-5.4x (1/3), 4.2-5.4x
+(1/4), 2.5-3.3x (link 1/2), 4.5-7.4x (link 1/4).
+
+Then at load 7.3-9.9 (median 8.1), same R0, 4 runs each of none, node-2, link-2: 12 of 12 named right
+(the "1/2" faults seen at 3.1-6.9x: with the load lower the typical pair was faster than R0).
+
 The smallest node slowdown a run could name ranged 1.67-2.84x, the smallest link slowdown 1.86-7.67x:
 systems/local.yaml's targets (2.5x, 5x) are their 90th percentiles. Before this (one round, the better
 quartile with the suspect inside, the node judged pair by pair) the issue counted a half-rate node named
