@@ -251,7 +251,7 @@ def test_series_records_follow_the_open_model() -> None:
         assert r["benchmark"] == "linktest" and r["system"] == "local" and r["commit"] == "abc"
         assert r["unit"] == {"latency": "us", "bandwidth": "MB/s"}[r["metric"]]
         assert isinstance(r["value"], float) and r["samples"]
-    assert all(r["status"] == "fail" for r in link) and link[0]["reason"].startswith("bad link n01--n06 (ranks ")
+    assert all(r["status"] == "fail" for r in link) and link[0]["reason"].startswith("bad link n01--n06 (worst pair ranks 1-6): ")
     assert all(len(series.series_records(result, {}, all_links=True)) > len(records) for _ in [0])
 
 

@@ -301,7 +301,9 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
         elif r.status == "error" and key not in paired:     # an A/B series' error is its paired verdict's
             out.append(Finding("error", "check", key.name(), r.reason or "the check failed", key=key))
         if r.conditions.get("verdict") == "noisy":
-            out.append(Finding("needs a look", "noise", key.name(), r.reason, key=key))
+            # A link series is "noisy" when its run could not see the system's targets (links.analysis).
+            out.append(Finding("needs a look", "link matrix" if r.benchmark == LINKTEST else "noise", key.name(),
+                               r.reason, key=key))
         if r.conditions.get("verdict") == cross_method.NO_BASELINE:
             # Not an error: held against the other methods instead (docs/pipeline.md, "A new build method");
             # it needs a look when behind them, said once (by the cross-method finding where there is one).

@@ -2,23 +2,29 @@
 
 Every pair is compared with the typical pair of its own kind (intra-node,
 same-switch, inter-switch, or inter-node without a topology file) by robust
-statistics: the better quartile of that kind and the spread of its better half
-(``_robust_centre``: a fault on one node of four hurts half the inter-node pairs). A pair is slow in a metric when
+statistics: the median of that kind and its scaled MAD, both taken WITHOUT the pairs of the
+node or link under suspicion (``_references``: a fault on one node of four hurts half the
+inter-node pairs, and must not set the value it is compared with). A pair is slow in a metric when
 it is both ``ratio`` times worse than the typical pair AND ``z`` robust sigmas away
 (the ratio keeps a very tight kind from flagging harmless jitter, the z keeps a
 noisy kind from flagging its own spread).
 
 Attribution, per metric, one rule for every system (only the thresholds are data, per
 partition in systems/*.yaml):
-- a rank is bad when more than ``majority`` of its pairs are slow; its node is a **bad node**.
-  A slow pair that its re-test (serial, with more iterations: linktest -R) found normal counts
-  as normal here: a busy moment of a shared node is not a fault;
-  Nothing less makes a node bad: one slow pair, or a few meeting at one rank, are bad links
-  (a rate-limited cable, a congested port), since a node's fault (its NIC, its CPU, its
-  link to the switch) slows most of what it sends;
-- a slow pair whose two ends are not bad and that is slow again on re-test is a **bad link**;
-- a slow pair that is normal on re-test is **transient**; one the program did not re-test is
+- a rank is bad when more than ``majority`` of its pairs are slow for a rank: beyond ``ratio`` and
+  beyond ``z`` times the spread of the median of its k pairs (sigma x 1.25 / sqrt(k): a node's
+  fault moves every pair it has, so it is seen smaller than one pair's); its node is a **bad node**.
+  A pair is taken at its re-test when it has one (serial, with more iterations: linktest -R):
+  a busy moment of a shared node is not a fault. Nothing less makes a node bad: one slow pair,
+  or a few meeting at one rank, are bad links (a rate-limited cable, a congested port);
+- a slow pair whose two ends are not bad and whose re-test is still beyond the bar, or beyond the
+  link target (the effect the run must see), is a **bad link**;
+- a slow pair whose re-test is below both is **transient**; one the program did not re-test is
   **unconfirmed** (listed, not judged: raise linktest -Z).
+
+Power: from the spread of the pairs touching no bad rank, the smallest link and node slowdown
+that 95 of 100 runs of this spread would name (``LinkAnalysis.power``); a system file's
+``node_target``/``link_target`` say what must be seen, ``short_of_target`` says when it was not.
 
 All work is on the pair arrays (N(N-1)/2 entries), never on an N x N matrix.
 """
@@ -47,7 +53,7 @@ COLUMNS = {"median": {"latency": "lat_median_us", "bandwidth": "bw_median_mbs"},
            # and the noise does not; a fault that slows only some iterations (a CPU hog) it misses.
            "min": {"latency": "lat_min_us", "bandwidth": "bw_max_mbs"}}
 MAD_TO_SIGMA = 1.4826
-# A kind of fewer than 6 pairs has no spread to judge against (its better quartile and spread come from two
+# A kind of fewer than 6 pairs has no spread to judge against (its typical pair and spread come from two
 # or three values): its pairs are measured and kept, not judged. Four nodes with two ranks each have
 # four intra-node pairs; on a 2-core host whose scheduler sometimes puts two ranks of a node on one
 # core, one of the four was 3x the others on both measurements, undisturbed.
@@ -55,20 +61,36 @@ MIN_KIND_PAIRS = 6
 
 
 # What a partition may set of the judging (systems/<name>.yaml links:); majority is the rule's own.
-SITE_SETTINGS = ("ratio", "z", "statistic", "metrics")
+SITE_SETTINGS = ("ratio", "z", "statistic", "metrics", "node_target", "link_target", "rounds")
+# One-sided normal quantile of the detection probability a power is stated at: a fault at the stated
+# power lands beyond the bar in 95 of 100 runs of this spread.
+POWER_QUANTILE = 1.645
+# The median of k values from a normal spreads sqrt(pi/2) times more than their mean would.
+MEDIAN_SPREAD = 1.2533
+# Up to this many nodes every node's typical pair is computed without that node's pairs; above it one
+# node holds under 1 % of a kind's pairs and the typical of all pairs is the same to a percent.
+EXCLUDE_UP_TO_NODES = 256
+# Links whose typical pair is recomputed without their own pairs (the worst candidates first).
+EXCLUDE_UP_TO_LINKS = 64
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """How far from typical a pair must be to count as slow, and how many slow pairs make a bad rank."""
 
-    ratio: float = 2.0       # at least this many times worse than the kind's median
+    ratio: float = 1.5       # at least this many times worse than typical (below the targets, or none is reachable)
     statistic: str = "median"  # per-pair value judged: median, mean or min of its iterations
     z: float = 5.0           # and at least this many robust sigmas away
     majority: float = 0.5    # a rank with more than this fraction of slow pairs is bad
     # Metrics judged (both are always measured and recorded). A host whose scheduler decides
     # every small message's time (an oversubscribed shared machine) judges bandwidth only.
     metrics: tuple[str, ...] = ("latency", "bandwidth")
+    # The effect the run must be able to see (how many times slower; None: no target). A run whose power
+    # (analysis.power) is short of it measures more rounds, up to ``rounds`` all-pairs rounds in its
+    # allocation, and is "needs a look", never a pass, when still short.
+    node_target: Optional[float] = None
+    link_target: Optional[float] = None
+    rounds: int = 1
 
     def __post_init__(self) -> None:
         # A ratio of 1 or less, or a z of 0, would call every pair slow; one sentence instead.
@@ -80,6 +102,14 @@ class Thresholds:
         if not isinstance(self.majority, (int, float)) or not 0 < self.majority < 1:
             raise InputError(f"the link judging's majority must be a fraction between 0 and 1, "
                              f"found {self.majority!r}")
+        for name in ("node_target", "link_target"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 1):
+                raise InputError(f"the link judging's {name} must be a number above 1 (how many times slower a "
+                                 f"node or link must be seen), found {value!r}")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise InputError(f"the link judging's rounds must be a whole number from 1 (all-pairs rounds a run may "
+                             f"measure), found {self.rounds!r}")
         if self.statistic not in COLUMNS:
             raise InputError(f"the link judging's statistic must be one of {', '.join(COLUMNS)}, "
                              f"found {self.statistic!r}")
@@ -128,7 +158,7 @@ class SlowPair:
     unit: str
     first: float
     second: Optional[float]          # re-test value, None when not re-tested
-    typical: float                   # typical pair of the same kind (its better quartile)
+    typical: float                   # typical pair of the same kind, without this pair's node or link
     ratio_first: float               # how many times worse than typical (>= 1 is worse)
     ratio_second: Optional[float]
     z_first: float                   # robust sigmas from typical, on the hurting side
@@ -148,12 +178,17 @@ class BadNode:
     slow_pairs: int
     pairs: int
     mean_ratio: float              # geometric mean over the node's pairs of (how many times worse than typical)
+    median_ratio: float = 1.0      # median over the node's pairs of the same
+    worst_ratio: float = 1.0       # its worst pair's, and that pair's ranks
+    worst_pair: tuple[int, int] = (0, 0)
 
     def sentence(self) -> str:
-        """'bad node node2 (rank 6): latency slow in 7 of its 7 pairs, 5.1x typical (geometric mean)'."""
+        """'bad node node2 (rank 6): bandwidth slow in 7 of its 7 pairs, median 2.1x typical, worst pair
+        2.6x (ranks 3-6)'; typical: the pairs of its kind that do not touch this node."""
         ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
         return (f"bad node {self.node} ({ranks}): {self.metric} slow in {self.slow_pairs} of its {self.pairs} "
-                f"pairs, {self.mean_ratio:.1f}x typical (geometric mean)")
+                f"pairs, median {self.median_ratio:.1f}x typical, worst pair {self.worst_ratio:.1f}x "
+                f"(ranks {self.worst_pair[0]}-{self.worst_pair[1]})")
 
 
 ATTRIBUTIONS = ("bad node", "bad link", "transient", "unconfirmed")
@@ -184,6 +219,9 @@ class LinkAnalysis:
     slow_ratio: dict[str, np.ndarray] = field(default_factory=dict)
     slow_ratio2: dict[str, np.ndarray] = field(default_factory=dict)
     slow_z: dict[str, np.ndarray] = field(default_factory=dict)
+    slow_typical: dict[str, np.ndarray] = field(default_factory=dict)   # each slow pair's own typical
+    # metric -> (smallest link slowdown, smallest node slowdown) this run would have named (95 %)
+    power: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def second_of(self, metric: str, index: np.ndarray) -> np.ndarray:
         """Re-test value of the pairs at ``index`` (NaN when not re-tested; the last re-test wins).
@@ -228,7 +266,7 @@ class LinkAnalysis:
                     rank_a=ra, rank_b=rb, node_a=hosts[ra], node_b=hosts[rb], kind=KINDS[self.kind[i]],
                     metric=metric, unit=unit, first=float(self.first[metric][i]),
                     second=float(second) if retested else None,
-                    typical=self.typical[(metric, KINDS[self.kind[i]])][0],
+                    typical=float(self.slow_typical[metric][j]),
                     ratio_first=float(self.slow_ratio[metric][j]),
                     ratio_second=float(self.slow_ratio2[metric][j]) if retested else None,
                     z_first=float(self.slow_z[metric][j]), attribution=ATTRIBUTIONS[codes[j]]))
@@ -250,6 +288,39 @@ class LinkAnalysis:
     @property
     def judged_bad(self) -> bool:
         return bool(self.bad_nodes) or self.count("bad link") > 0
+
+    def weakest_power(self) -> tuple[float, float]:
+        """(link, node) power of the weakest judged metric: the smallest slowdowns this run would have named."""
+        found = [self.power[m] for m in self.thresholds.metrics if m in self.power]
+        if not found:
+            return float("inf"), float("inf")
+        return max(p[0] for p in found), max(p[1] for p in found)
+
+    def power_sentence(self) -> str:
+        """'a link slower than 3.1x would have been named; a node slower than 2.4x' (per metric when several
+        are judged): 95 of 100 faults that large land beyond this run's bars at its own spread."""
+        judged = [m for m in self.thresholds.metrics if m in self.power]
+        parts = []
+        for metric in judged:
+            link, node = self.power[metric]
+            said = f"a link slower than {link:.1f}x would have been named; a node slower than {node:.1f}x"
+            parts.append(said if len(judged) == 1 else f"{metric}: {said}")
+        return "; ".join(parts) if parts else "nothing was judged"
+
+    def short_of_target(self) -> Optional[str]:
+        """'could not see a 2x node at this noise (could see >= 3.4x) in 3 of 3 rounds', when this run's power
+        is short of a target it did not meet by naming such a fault; None when the run could see its targets."""
+        link, node = self.weakest_power()
+        t = self.thresholds
+        said = []
+        if t.node_target and not self.bad_nodes and node > t.node_target:
+            said.append(f"a {t.node_target:g}x node at this noise (could see >= {node:.1f}x)")
+        if t.link_target and not self.count("bad link") and link > t.link_target:
+            said.append(f"a {t.link_target:g}x link at this noise (could see >= {link:.1f}x)")
+        if not said:
+            return None
+        return (f"could not see {' nor '.join(said)} in {self.run.rounds} of {t.rounds} all-pairs "
+                f"round{'s' if t.rounds > 1 else ''}")
 
     def kinds_present(self) -> list[str]:
         return [KINDS[k] for k in np.unique(self.kind)]
@@ -282,27 +353,48 @@ def classify(rank_node: np.ndarray, nodes: list[str], a: np.ndarray, b: np.ndarr
 
 
 def _robust_centre(values: np.ndarray, higher_better: bool = False) -> tuple[float, float]:
-    """Typical value of a kind and its robust sigma on the log scale: its better quartile and the
-    spread of its better half.
+    """Typical value of a kind and its robust sigma on the log scale: the median and the scaled MAD.
 
-    Not the median: on a small cluster one faulty node holds a large share of a kind's
-    pairs (one node of four: half of the inter-node pairs), and the median would sit among
-    them, hiding the fault. The better quartile stays among healthy pairs while fewer than
-    three quarters of the kind are hurt. The spread is the MAD of the better half around it,
-    doubled: half a distribution's deviations from its quartile are about half its full MAD.
-    On the log scale, because slowness is a factor: a bandwidth can fall only to 0, so on a
-    linear scale a kind as spread as its own typical value (a shared host's TCP) would put even
-    a dead link less than 5 sigmas below typical; a quarter of typical is as far below as 4x
-    a latency is above.
+    The values given never hold the node or link under suspicion (``_references`` leaves them out),
+    so the median of the rest is the typical pair; one faulty node of four, which hurts half of the
+    inter-node pairs, no longer drags it. On the log scale, because slowness is a factor: a bandwidth
+    can fall only to 0, so on a linear scale a kind as spread as its own typical value (a shared
+    host's TCP) would put even a dead link less than 5 sigmas below typical.
     """
     worse = -np.log(values) if higher_better else np.log(values)
-    median = float(np.median(worse))
-    centre = float(np.quantile(worse, 0.25))
-    better = worse[worse <= median]
-    spread = 2.0 * MAD_TO_SIGMA * float(np.median(np.abs(better - centre)))
+    centre = float(np.median(worse))
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(worse - centre)))
     typical = float(np.exp(-centre if higher_better else centre))
     # A floor on sigma: a kind whose pairs are all identical (MAD 0) must not make 1 % jitter infinite.
     return typical, max(spread, float(np.log(1.01)))
+
+
+# The fewest pairs of a kind a typical pair is taken from once the suspect's pairs are left out.
+MIN_REFERENCE_PAIRS = 3
+
+
+def _references(values: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, higher_better: bool,
+                keep: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per kind code: typical value and log-scale sigma of the pairs in ``keep`` (all when None);
+    NaN for a kind of fewer than MIN_KIND_PAIRS pairs, or of too few left in ``keep``."""
+    med_of = np.full(len(KINDS), np.nan)
+    sig_of = np.full(len(KINDS), np.nan)
+    for code in np.flatnonzero(kind_count >= MIN_KIND_PAIRS):
+        if kind_count[code] > 2_000_000:
+            # A large kind: its typical pair from an evenly strided sample of about 1 M of its pairs.
+            step = int(kind_count[code] // 1_000_000)
+            chosen = kind[::step] == code
+            if keep is not None:
+                chosen &= keep[::step]
+            vals = values[::step][chosen]
+        else:
+            chosen = kind == code
+            vals = values[chosen & keep] if keep is not None else values[chosen]
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+        if vals.size < MIN_REFERENCE_PAIRS:
+            continue
+        med_of[code], sig_of[code] = _robust_centre(vals, higher_better)
+    return med_of, sig_of
 
 
 def _badness(values: np.ndarray, typical: float | np.ndarray, sigma: float | np.ndarray,
@@ -313,22 +405,31 @@ def _badness(values: np.ndarray, typical: float | np.ndarray, sigma: float | np.
         return ratio, np.log(ratio) / sigma
 
 
-def _beyond(values: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, limit: np.ndarray,
-            higher_better: bool) -> np.ndarray:
-    """Per pair: is its value beyond its kind's ``limit`` (at or below it when higher is better)?"""
-    present = np.flatnonzero(kind_count)
-    compare = np.less_equal if higher_better else np.greater_equal
-    if len(present) == 1:
-        return compare(values, limit[present[0]])
-    slow = np.zeros(values.shape, dtype=bool)
-    for code in present:
-        slow |= compare(values, limit[code]) & (kind == code)
-    return slow
+def _log_badness(values: np.ndarray, med: np.ndarray, sig: np.ndarray, higher_better: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: log of how many times worse than ``med``, and that in sigmas ``sig`` (NaN: not judged)."""
+    ratio, z = _badness(values, med, sig, higher_better)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(ratio), z
 
 
 def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
             thresholds: Thresholds = Thresholds()) -> LinkAnalysis:
-    """Classify, compare with typical, attribute. ``switches`` maps node -> switch (optional)."""
+    """Classify, compare with typical, attribute, state the power. ``switches`` maps node -> switch (optional).
+
+    Per judged metric:
+    - each rank's pairs are compared with the typical pair of their kind among the pairs that do not
+      touch the rank's node (re-tested pairs by their re-test); the rank is bad when more than
+      ``majority`` of them are beyond the rank's bar: ``ratio`` times worse and ``z`` times the
+      spread of the median of its k pairs (sigma * 1.25 / sqrt(k)) -- a node slowed on every link
+      moves all its pairs, so its bar is lower than one pair's;
+    - every other pair is compared with the typical pair of its kind among the pairs that touch no
+      bad rank and are not of its own node pair; beyond ``ratio`` and ``z`` sigmas it is slow, and
+      its re-test decides: still beyond the bar, or beyond the link target, a bad link; else
+      transient; not re-tested, unconfirmed;
+    - the power: the smallest slowdown of a link, and of a node on all its links, that lands beyond
+      the bar in 95 of 100 runs with this run's spread (the sigma of the pairs touching no bad rank).
+    """
     nodes, rank_node = node_index(run.hosts)
     main = run.main
     a = main["rank_a"].astype(np.int64)
@@ -340,89 +441,132 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     result = LinkAnalysis(run=run, thresholds=thresholds, nodes=nodes, rank_node=rank_node, a=a, b=b, kind=kind,
                           first=first, columns=columns, missing_pairs=max(run.expected_pairs - len(main), 0))
     n = run.nranks
-    peers = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
+    count = len(nodes)
+    everything = np.arange(len(a))
     # Not np.bincount: it would first copy the int8 codes of every pair into an intp array.
     kind_count = np.array([np.count_nonzero(kind == code) for code in range(len(KINDS))])
-    stats: dict[str, tuple[np.ndarray, ...]] = {}
+    floor = float(np.log(thresholds.ratio))
+    exclude = count <= EXCLUDE_UP_TO_NODES
+    link_key = np.minimum(na, nb).astype(np.int64) * count + np.maximum(na, nb)
     for metric, (_, higher_better) in METRICS.items():
         values = first[metric]
-        med_of = np.full(len(KINDS), np.nan)  # per kind code
-        sig_of = np.full(len(KINDS), np.nan)
-        for code in np.flatnonzero(kind_count >= MIN_KIND_PAIRS):
-            if kind_count[code] > 2_000_000:
-                # A large kind: its typical pair from an evenly strided sample of about 1 M of its pairs.
-                step = int(kind_count[code] // 1_000_000)
-                vals = values[::step][kind[::step] == code]
-            else:
-                vals = values[kind == code]
-            vals = vals[np.isfinite(vals) & (vals > 0)]
-            if vals.size == 0:
-                continue
-            median, sigma = _robust_centre(vals, higher_better)
-            result.typical[(metric, KINDS[code])] = (median, sigma, int(kind_count[code]))
-            med_of[code], sig_of[code] = median, sigma
-        # slow <=> ratio >= r and z >= Z <=> beyond one threshold per kind: a compare per pair against
-        # its kind's threshold (per kind, so no per-pair array of thresholds is ever made); ratio and z
-        # are then computed for the slow pairs (and a bad rank's pairs) only.
-        with np.errstate(invalid="ignore"):
-            factor = np.maximum(thresholds.ratio, np.exp(thresholds.z * sig_of))
-            limit = med_of / factor if higher_better else med_of * factor
-            slow = _beyond(values, kind, kind_count, limit, higher_better)
+        empty = np.empty(0)
+        result.slow_index[metric], result.slow_code[metric] = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int8)
+        result.slow_ratio[metric] = result.slow_ratio2[metric] = result.slow_z[metric] = empty
+        result.slow_typical[metric] = empty
+        result.bad_ranks[metric] = []
         if metric not in thresholds.metrics:
-            slow = np.zeros(values.shape, dtype=bool)
-        idx = np.flatnonzero(slow)
-        ratio, z = _badness(values[idx], med_of[kind[idx]], sig_of[kind[idx]], higher_better)
-        stats[metric] = (ratio, z, idx, med_of, sig_of)
-        # A slow pair that its re-test (serial, more iterations) found normal was a busy moment, not a
-        # fault: it counts towards no bad rank (LinkTest's own way of not naming noise).
-        second = result.second_of(metric, idx)
-        ratio2, z2 = _badness(second, med_of[kind[idx]], sig_of[kind[idx]], higher_better)
+            med_of, sig_of = _references(values, kind, kind_count, higher_better)
+            for code in np.flatnonzero(np.isfinite(med_of)):
+                result.typical[(metric, KINDS[code])] = (float(med_of[code]), float(sig_of[code]),
+                                                         int(kind_count[code]))
+            continue
+        second = result.second_of(metric, everything)
+        judged = np.where(np.isfinite(second), second, values)
+        # -- ranks and nodes: each node against the pairs that do not touch it
+        node_med = np.empty((count, len(KINDS)))
+        node_sig = np.empty((count, len(KINDS)))
+        if exclude:
+            for i in range(count):
+                node_med[i], node_sig[i] = _references(values, kind, kind_count, higher_better,
+                                                       (na != i) & (nb != i))
+        else:
+            node_med[:], node_sig[:] = _references(values, kind, kind_count, higher_better)
+        lr_a, z_a = _log_badness(judged, node_med[na, kind], node_sig[na, kind], higher_better)
+        lr_b, z_b = _log_badness(judged, node_med[nb, kind], node_sig[nb, kind], higher_better)
+        counted_a, counted_b = np.isfinite(lr_a), np.isfinite(lr_b)
+        k = np.bincount(a[counted_a], minlength=n) + np.bincount(b[counted_b], minlength=n)
+        rank_z = thresholds.z * MEDIAN_SPREAD / np.sqrt(np.maximum(k, 1))
         with np.errstate(invalid="ignore"):
-            cleared = np.isfinite(second) & ~((ratio2 >= thresholds.ratio) & (z2 >= thresholds.z))
-        slow[idx[cleared]] = False
-        kept = idx[~cleared]
-        slow_count = np.bincount(a[kept], minlength=n) + np.bincount(b[kept], minlength=n)
-        fraction = slow_count / np.maximum(peers, 1)
+            beyond_a = counted_a & (lr_a >= floor) & (z_a >= rank_z[a])
+            beyond_b = counted_b & (lr_b >= floor) & (z_b >= rank_z[b])
+        slow_count = np.bincount(a[beyond_a], minlength=n) + np.bincount(b[beyond_b], minlength=n)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
-        bad_mask = (peers >= 2) & (fraction > thresholds.majority)
+        bad_mask = (k >= 2) & (slow_count / np.maximum(k, 1) > thresholds.majority)
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
-        if bad_mask.any():
-            touching = np.flatnonzero(bad_mask[a] | bad_mask[b])
-            ta, tb = a[touching], b[touching]
-            t_ratio, _ = _badness(values[touching], med_of[kind[touching]], sig_of[kind[touching]], higher_better)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                logr = np.where(np.isfinite(t_ratio) & (t_ratio > 0), np.log(t_ratio), 0.0)
-            t_slow = slow[touching]
-            log_sum = np.bincount(ta, logr, minlength=n) + np.bincount(tb, logr, minlength=n)
-            # Pairs between two bad ranks of one node are counted from both ends: count them once.
-            both = bad_mask[ta] & bad_mask[tb] & (rank_node[ta] == rank_node[tb])
-            node_of = rank_node[ta]
-            inner_pairs = np.bincount(node_of[both], minlength=len(nodes))
-            inner_slow = np.bincount(node_of[both & t_slow], minlength=len(nodes))
-            inner_log = np.bincount(node_of[both], logr[both], minlength=len(nodes))
-            for node_i in np.unique(rank_node[bad_mask]):
-                ranks = np.flatnonzero(bad_mask & (rank_node == node_i))
-                pairs = int(peers[ranks].sum() - inner_pairs[node_i])
-                result.bad_nodes.append(BadNode(
-                    node=nodes[node_i], metric=metric, ranks=ranks.tolist(),
-                    slow_pairs=int(slow_count[ranks].sum() - inner_slow[node_i]), pairs=pairs,
-                    mean_ratio=float(np.exp((log_sum[ranks].sum() - inner_log[node_i]) / max(pairs, 1)))))
-    any_bad = np.zeros(n, dtype=bool)
-    for bad_ranks in result.bad_ranks.values():
-        any_bad[bad_ranks] = True
-    for metric, (_, higher_better) in METRICS.items():
-        ratio, z, idx, med_of, sig_of = stats[metric]
-        order = np.argsort(-ratio, kind="stable")
-        idx, ratio, z = idx[order], ratio[order], z[order]
-        second = result.second_of(metric, idx)
-        ratio2, z2 = _badness(second, med_of[kind[idx]], sig_of[kind[idx]], higher_better)
-        slow_again = (ratio2 >= thresholds.ratio) & (z2 >= thresholds.z)
-        retested = np.isfinite(second)
-        slow_codes = np.where(retested, np.where(slow_again, 1, 2), 3).astype(np.int8)
-        slow_codes[any_bad[a[idx]] | any_bad[b[idx]]] = 0
-        result.slow_index[metric], result.slow_code[metric] = idx, slow_codes
-        result.slow_ratio[metric], result.slow_ratio2[metric], result.slow_z[metric] = ratio, ratio2, z
+        node_pairs = []
+        for node_i in np.unique(rank_node[bad_mask]):
+            ranks = np.flatnonzero(bad_mask & (rank_node == node_i))
+            from_a = np.isin(a, ranks)
+            touching = np.flatnonzero(from_a | np.isin(b, ranks))
+            # Each pair from its bad end (a pair between two bad ranks of one node, once).
+            lr = np.where(from_a[touching], lr_a[touching], lr_b[touching])
+            slow_here = np.where(from_a[touching], beyond_a[touching], beyond_b[touching])
+            finite = np.isfinite(lr)
+            worst = int(np.nanargmax(np.where(finite, lr, -np.inf)))
+            result.bad_nodes.append(BadNode(
+                node=nodes[node_i], metric=metric, ranks=ranks.tolist(), slow_pairs=int(slow_here.sum()),
+                pairs=int(finite.sum()), mean_ratio=float(np.exp(np.mean(lr[finite]))),
+                median_ratio=float(np.exp(np.median(lr[finite]))), worst_ratio=float(np.exp(lr[worst])),
+                worst_pair=(int(a[touching[worst]]), int(b[touching[worst]]))))
+            listed = touching[slow_here]
+            typical = node_med[node_i, kind[listed]]
+            ratio_first, z_first = _badness(values[listed], typical, node_sig[node_i, kind[listed]], higher_better)
+            ratio_second, _ = _badness(second[listed], typical, node_sig[node_i, kind[listed]], higher_better)
+            node_pairs.append((listed, np.zeros(len(listed), dtype=np.int8), ratio_first, ratio_second,
+                               z_first, typical))
+        # -- links: every pair touching no bad rank, against the others of its kind but its own node pair
+        clean = ~(bad_mask[a] | bad_mask[b])
+        med_c, sig_c = _references(values, kind, kind_count, higher_better, clean)
+        for code in np.flatnonzero(np.isfinite(med_c)):
+            result.typical[(metric, KINDS[code])] = (float(med_c[code]), float(sig_c[code]), int(kind_count[code]))
+        bar = np.maximum(floor, thresholds.z * sig_c)              # per kind, log scale
+        lr_c, z_c = _log_badness(values, med_c[kind], sig_c[kind], higher_better)
+        with np.errstate(invalid="ignore"):
+            candidate = clean & (lr_c >= bar[kind])
+        pair_med, pair_sig = med_c[kind], sig_c[kind]
+        if exclude and candidate.any():
+            keys = np.unique(link_key[candidate])
+            by_worst = sorted(keys.tolist(), key=lambda key: -float(np.nanmax(lr_c[candidate & (link_key == key)])))
+            for key in by_worst[:EXCLUDE_UP_TO_LINKS]:
+                own = link_key == key
+                med_l, sig_l = _references(values, kind, kind_count, higher_better, clean & ~own)
+                mine = np.flatnonzero(own & clean)
+                pair_med[mine], pair_sig[mine] = med_l[kind[mine]], sig_l[kind[mine]]
+                bar_l = np.maximum(floor, thresholds.z * sig_l)
+                lr_l, _ = _log_badness(values[mine], med_l[kind[mine]], sig_l[kind[mine]], higher_better)
+                with np.errstate(invalid="ignore"):
+                    candidate[mine] = lr_l >= bar_l[kind[mine]]
+        idx = np.flatnonzero(candidate)
+        ratio, z = _badness(values[idx], pair_med[idx], pair_sig[idx], higher_better)
+        ratio2, _ = _badness(second[idx], pair_med[idx], pair_sig[idx], higher_better)
+        pair_bar = np.exp(np.maximum(floor, thresholds.z * pair_sig[idx]))
+        target = thresholds.link_target or np.inf
+        retested = np.isfinite(second[idx])
+        with np.errstate(invalid="ignore"):
+            # A re-test still beyond the bar, or beyond the effect the run must see, is never transient.
+            again = (ratio2 >= pair_bar) | (ratio2 >= target)
+        link_codes = np.where(retested, np.where(again, 1, 2), 3).astype(np.int8)
+        parts = node_pairs + [(idx, link_codes, ratio, ratio2, z, pair_med[idx])]
+        every = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+        order = np.argsort(-every[2], kind="stable")
+        result.slow_index[metric], result.slow_code[metric] = every[0][order].astype(np.int64), every[1][order]
+        result.slow_ratio[metric], result.slow_ratio2[metric] = every[2][order], every[3][order]
+        result.slow_z[metric], result.slow_typical[metric] = every[4][order], every[5][order]
+        result.power[metric] = _power(sig_c, kind, kind_count, a, b, n, floor, thresholds.z)
+    result.bad_nodes.sort(key=lambda node: (node.metric != "latency", node.node))
     return result
+
+
+def _power(sig_of: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, a: np.ndarray, b: np.ndarray,
+           n: int, floor: float, z: float) -> tuple[float, float]:
+    """(smallest link slowdown, smallest node slowdown) that lands beyond this run's bars in 95 of 100 runs,
+    from the spread of the kind a fault between nodes is judged in (inter-node or its switch kinds, the
+    one with most pairs; intra-node on a one-node run). A node's bar is on the median of its k pairs
+    between nodes (k: the typical rank's), whose spread is sigma * 1.25 / sqrt(k)."""
+    judged = [code for code in range(len(KINDS)) if np.isfinite(sig_of[code])]
+    if not judged:
+        return float("inf"), float("inf")
+    between = [code for code in judged if code != INTRA] or judged
+    code = max(between, key=lambda c: kind_count[c])
+    sigma = float(sig_of[code])
+    link = float(np.exp(max(floor, z * sigma) + POWER_QUANTILE * sigma))
+    mine = kind == code
+    per_rank = np.bincount(a[mine], minlength=n) + np.bincount(b[mine], minlength=n)
+    k = max(float(np.median(per_rank[per_rank > 0])) if (per_rank > 0).any() else 1.0, 1.0)
+    spread = MEDIAN_SPREAD * sigma / np.sqrt(k)
+    node = float(np.exp(max(floor, z * spread) + POWER_QUANTILE * spread))
+    return link, node
 
 
 def node_matrix(analysis: LinkAnalysis, metric: str) -> np.ndarray:

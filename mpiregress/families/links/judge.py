@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from mpiregress.errors import InputError
 from mpiregress.families.links import analysis, figures, output, resultsfile, series, sitetopology
@@ -21,6 +21,9 @@ ARTIFACTS = (RESULTS_FILE, "matrix.npz", "heatmap.png", "histogram.png", "bad_li
 # Marks the series judged within their own run (verdict.apply_baselines needs no baseline for them).
 JUDGED_BY = "linktest analysis: every pair against the typical pair of its kind in the same run"
 PROGRAM_PREFIX = "linktest: "
+# A run short of its power measures further all-pairs rounds in its allocation (checks/linktest.py), each
+# into a file of its own beside RESULTS_FILE: links-round-2.bin, links-round-3.bin, ...
+ROUND_PATTERN = "links-round-*.bin"
 
 
 @dataclass
@@ -48,9 +51,21 @@ def program_said(stderr: str) -> list[str]:
 DEFAULT_THRESHOLDS = analysis.Thresholds()
 
 
+def round_files(folder: Path) -> list[Path]:
+    """The further all-pairs rounds a run measured beside its results file (``links-round-<k>.bin``), in order."""
+    return sorted(Path(folder).glob(ROUND_PATTERN), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+
+
+def read_rounds(results: Path, rounds: Sequence[Path] = ()) -> resultsfile.LinkRun:
+    """The results file and its further rounds as one run (``resultsfile.combine``)."""
+    return resultsfile.combine([resultsfile.read(results)] + [resultsfile.read(p) for p in rounds])
+
+
 def judge_file(results: Path, out: Path, thresholds: analysis.Thresholds = DEFAULT_THRESHOLDS,
-               switches: Optional[Path] = None, focus: Optional[str] = None, stderr: str = "") -> Judged:
-    """Analyse ``results``, write the artifacts into ``out``; InputError (one sentence) when there is nothing to judge.
+               switches: Optional[Path] = None, focus: Optional[str] = None, stderr: str = "",
+               rounds: Sequence[Path] = ()) -> Judged:
+    """Analyse ``results`` (with its further ``rounds``), write the artifacts into ``out``; InputError (one
+    sentence) when there is nothing to judge.
 
     ``stderr``: the program's standard error, whose ``linktest:`` sentences explain a missing file
     and are kept in the summary.
@@ -58,7 +73,7 @@ def judge_file(results: Path, out: Path, thresholds: analysis.Thresholds = DEFAU
     said = program_said(stderr)
     if not Path(results).exists():
         raise InputError(said[-1] if said else f"linktest wrote no results file {results}")
-    run = resultsfile.read(results)
+    run = read_rounds(results, rounds)
     if len(run.main) == 0:
         raise InputError(f"{results} holds no measured pair" + (f" ({run.problem})" if run.problem else ""))
     nodes = sorted(set(run.hosts))
@@ -71,6 +86,9 @@ def judge_file(results: Path, out: Path, thresholds: analysis.Thresholds = DEFAU
         raise InputError(f"cannot create the output folder {out}: {err.strerror or err}") from None
     if Path(results).resolve() != (out / RESULTS_FILE).resolve():
         shutil.copyfile(results, out / RESULTS_FILE)
+    for further in rounds:     # every round measured is kept beside the first
+        if Path(further).resolve() != (out / Path(further).name).resolve():
+            shutil.copyfile(further, out / Path(further).name)
     output.write_matrices(result, out / "matrix.npz")
     # matplotlib only here: the link check (checks/linktest.py) imports this module in every ReFrame run.
     figures.heatmap(result, out / "heatmap.png")

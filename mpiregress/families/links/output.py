@@ -59,7 +59,8 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
     lines.append(f"{run.nranks} ranks on {len(analysis.nodes)} nodes, {len(analysis.a)} pairs measured "
                  f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means the "
                  f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse "
-                 f"than the typical pair of the same kind (its better quartile)"
+                 f"than the typical pair of the same kind (the median of the pairs not touching the node or link "
+                 f"judged; a node's bar is on the median of its pairs)"
                  + ("." if set(t.metrics) >= set(METRICS) else f"; judged: {', '.join(t.metrics)} only."))
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
         unit = METRICS[metric][0]
@@ -80,7 +81,10 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         lines.append(f"... {analysis.count('bad link') - MAX_LISTED} more bad link measurements in bad_links.csv")
     counts = {a: analysis.count(a) for a in ("transient", "unconfirmed")}
     if counts["transient"]:
-        lines.append(f"{counts['transient']} slow pair measurement(s) were normal on re-test (transient).")
+        worst = analysis.slow_pairs({"transient"})[0]
+        lines.append(f"{counts['transient']} slow pair measurement(s) were normal on re-test (transient; worst "
+                     f"{worst.link()} ranks {worst.rank_a}-{worst.rank_b}: {worst.metric} {worst.ratio_first:.1f}x "
+                     f"typical, {worst.ratio_second or 0:.1f}x on re-test).")
     if counts["unconfirmed"]:
         lines.append(f"{counts['unconfirmed']} slow pair measurement(s) were not re-tested (unconfirmed; "
                      f"raise linktest -Z to confirm them).")
@@ -89,6 +93,15 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         links = [s for s in analysis.bad_links if name in (s.node_a, s.node_b)]
         lines.append(f"node {name}: {'BAD' if named or links else 'fine'}"
                      f"{' (' + str(len(links)) + ' bad link(s))' if links else ''}")
-    lines.append("verdict: " + ("bad node(s) or link(s) found" if analysis.judged_bad
-                                else "no bad node and no bad link"))
+    targets = [f"a {t.node_target:g}x node" if t.node_target else "",
+               f"a {t.link_target:g}x link" if t.link_target else ""]
+    lines.append(f"power: {analysis.power_sentence()} (95 of 100 such faults land beyond this run's bars at its "
+                 f"own spread; {run.rounds} all-pairs round{'s' if run.rounds > 1 else ''})"
+                 + (f"; must see {' and '.join(x for x in targets if x)}" if any(targets) else "") + ".")
+    short = analysis.short_of_target()
+    verdict = ("bad node(s) or link(s) found" if analysis.judged_bad
+               else "no bad node and no bad link — " + analysis.power_sentence())
+    lines.append("verdict: " + verdict)
+    if short:
+        lines.append(f"needs a look: {short}.")
     return lines

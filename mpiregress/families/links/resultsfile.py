@@ -42,6 +42,7 @@ class LinkRun:
     retest: np.ndarray               # RECORD array, re-tested pairs
     complete: bool                   # the end marker was found
     problem: Optional[str] = None    # one sentence when the file is truncated or the run unfinished
+    rounds: int = 1                  # all-pairs rounds combined into this run (``combine``)
 
     @property
     def expected_pairs(self) -> int:
@@ -92,6 +93,47 @@ def parse(data: bytes, name: str = "results") -> LinkRun:
                    lat_iters=lat_iters, bw_iters=bw_iters, serial=bool(serial), retest_count=retest,
                    main=main.copy(), retest=records[records["phase"] == PHASE_RETEST].copy(),
                    complete=complete, problem=problem)
+
+
+# How one pair's rounds combine: the median of its rounds, for every field. Not the best of them, even for
+# the fastest iteration: on a shared host a pair's fastest iteration is bimodal (a round in which its two
+# ranks happened to get cores of their own runs 3-5x faster, measured 2026-11-26 at load 13), so the best
+# of k rounds spreads the pairs wider with each round, while their median narrows them.
+def combine(runs: list[LinkRun]) -> LinkRun:
+    """Rounds of the same ranks measured in one allocation, as one run: each pair's values the median over the
+    rounds that measured it, its re-tests likewise. Every round's problem is kept."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    for other in runs[1:]:
+        if other.hosts != first.hosts:
+            raise InputError(f"linktest rounds of one run must have the same ranks on the same nodes; "
+                             f"a round had {other.nranks} ranks on {', '.join(sorted(set(other.hosts)))}")
+    problems = [r.problem for r in runs if r.problem]
+    return LinkRun(nranks=first.nranks, hosts=first.hosts, small_size=first.small_size,
+                   large_size=first.large_size, warmup=first.warmup, lat_iters=first.lat_iters,
+                   bw_iters=first.bw_iters, serial=first.serial, retest_count=first.retest_count,
+                   main=_combined([r.main for r in runs], first.nranks), retest=_combined([r.retest for r in runs],
+                                                                                           first.nranks),
+                   complete=all(r.complete for r in runs), problem="; ".join(problems) or None, rounds=len(runs))
+
+
+def _combined(parts: list[np.ndarray], nranks: int) -> np.ndarray:
+    """One record per pair from every round's records of it, in the first appearance's order."""
+    records = np.concatenate(parts)
+    if len(records) == 0:
+        return records.copy()
+    keys = records["rank_a"].astype(np.int64) * nranks + records["rank_b"]
+    unique, first_at, group = np.unique(keys, return_index=True, return_inverse=True)
+    out = records[np.sort(first_at)].copy()
+    position = np.empty(len(unique), dtype=np.int64)
+    position[np.argsort(first_at)] = np.arange(len(unique))
+    slot = position[group]
+    order = np.argsort(slot, kind="stable")
+    starts = np.flatnonzero(np.r_[True, slot[order][1:] != slot[order][:-1]])
+    for name in ("lat_us", "lat_median_us", "lat_min_us", "bw_mbs", "bw_median_mbs", "bw_max_mbs"):
+        out[name] = [float(np.median(part)) for part in np.split(records[name][order], starts[1:])]
+    return out
 
 
 def write(path: Path, run: LinkRun) -> None:
