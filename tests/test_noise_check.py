@@ -186,3 +186,19 @@ def test_the_probe_runs_after_the_benchmark_and_keeps_its_exit_code(tmp_path):
     assert probe_line > benchmark and "--ntasks-per-node=28 --cpus-per-task=1" in lines[probe_line]
     assert "--cpu-bind=map_cpu:" + ",".join(str(c) for c in range(28)) in lines[probe_line]
     assert lines[-1] == 'exit "$mpiregress_benchmark_rc"'
+
+
+def _fwq_lines(report: Path) -> list[str]:
+    scripts = [p.read_text() for p in (report / "reframe" / "stage").rglob("rfm_job.sh")]
+    return [line for s in scripts for line in s.splitlines() if "fwq -n " in line]
+
+
+def test_local_fwq_runs_at_normal_priority_and_real_time_only_when_asked(tmp_path):
+    """The noise family measures at the priority a job runs at; SCHED_FIFO only as the explicit option."""
+    dry_run(tmp_path / "normal", tmp_path / "none", "--system", "local", "--families", "noise", "--methods", "source")
+    lines = _fwq_lines(tmp_path / "normal" / "r")
+    assert lines and not any("chrt" in line for line in lines), lines
+    dry_run(tmp_path / "rt", tmp_path / "none", "--system", "local", "--families", "noise", "--methods", "source",
+            "--setvar", "FwqNoiseCheck.realtime_priority=10")
+    lines = _fwq_lines(tmp_path / "rt" / "r")
+    assert lines and all("chrt -f 10" in line for line in lines), lines
