@@ -139,10 +139,13 @@ class FwqNoiseCheck(OsuCheckBase):
                 self.record({'node': node.node, 'layout': self.layout}, round(value, 6), metric)
         rtla_text, rtla_reason = self.rtla_view()
         self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason)
+        # The raw file beside the analysis: `mpiregress noise analyze` re-runs on it (docs/noise.md).
+        artifacts.keep_raw(Path(self.stagedir) / self.fwq_file, self.artifacts_dir())
         self.conditions = {'layout': self.layout, 'cores': list(self.placed.cpus),
                            'priority': probe.priority_label(self.priority),
                            'nodes': {n.node: records.node_conditions(n) for n in run.nodes},
                            'findings': findings.sentences(run),
+                           'events': findings.event_sentences(run),
                            'rtla': '\n'.join(artifacts.kernel_side_by_side(run, rtla_text, rtla_reason)),
                            'artifacts': self.artifacts_where()}
         return True

@@ -90,7 +90,13 @@ def test_local_fwq_check_and_the_probe_in_a_benchmark_job(pipeline, tmp_path):  
     written, the kernel cross-check's sentence; then a point-to-point run whose results carry the probe."""
     done = mpiregress(pipeline, "--methods", "source", "--families", "noise", "--allow-missing-baselines",
                       report_dir=tmp_path / "noise")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # 5 (needs a look) when the shared host shows a periodic event: the verdict lists it (issue 31).
+    assert done.returncode in (0, 5), done.stdout[-3000:] + done.stderr[-3000:]
+    verdict = json.loads((tmp_path / "noise" / "verdict.json").read_text())
+    assert (verdict["state"] == "needs a look") == any(f["judge"] == "noise" and f["state"] == "needs a look"
+                                                        for f in verdict["findings"])
+    assert {p.name for p in (tmp_path / "noise" / "noise" / "local-batch" / "all_cores").iterdir()} >= {
+        "fwq-all_cores.fwq.gz"}
     rows = json.loads((tmp_path / "noise" / "results.json").read_text())
     measured = {(r["parameters"]["layout"], r["metric"]): r for r in rows if r["value"] is not None}
     assert {k[0] for k in measured} == {"all_cores", "one_free_per_socket"}

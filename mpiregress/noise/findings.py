@@ -200,6 +200,20 @@ def host_event(p: Period, prominence: float, where: str) -> str:
     return f"{what} on every core of {where} ({line}): the host's own, not one core's."
 
 
+def event_sentences(run: RunNoise) -> list[str]:
+    """The sentences of the periodic events a run names (the host's, then each core's): what the verdict
+    asks a person to look at. Efficiency, stalls and the tick are said in ``sentences`` only."""
+    events = host_events(run)
+    names = ", ".join(node.node for node in run.nodes)
+    out = [host_event(p, prom, names if where is None else where) for where, p, prom in events
+           if where is None or where in {n.node for n in run.nodes}]
+    for node in run.nodes:
+        skip = host_skip(events, node.node)
+        for core in node.cores:
+            out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+    return out
+
+
 def sentences(run: RunNoise) -> list[str]:
     """All findings of a run, node by node; the truncation first when data was lost."""
     out = [f"file cut short: {run.truncated}."] if run.truncated else []

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from .. import errors
 from ..links.series import BENCHMARK as LINKTEST
+from ..noise.records import BENCHMARK as FWQ
 from ..results import Result
 from ..series import SeriesKey
 from . import policy
@@ -140,6 +141,7 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _history(ev, rules, paired)
     found += _paired(ev, rules)
     found += _cross(ev, rules)
+    found += _noise(ev)
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
@@ -207,6 +209,22 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
         else:
             out.append(Finding(EVIDENCE, judge, key.name(), r.reason + _why_not_gating(judge, key, rules, paired),
                                key=key))
+    return out
+
+
+def _noise(ev: Evidence) -> list[Finding]:
+    """What the noise family's FWQ runs found, per partition and layout: a periodic event it names on a core
+    or a host deserves a person (a daemon, a timer); the rest of its findings (each node's efficiency and
+    lost time, stalls without a period, the kernel tick) are evidence, shown with the verdict."""
+    out: list[Finding] = []
+    for r in ev.results:
+        if r.benchmark != FWQ or r.metric != "efficiency" or r.value is None:
+            continue
+        subject = f"{r.system}/{r.partition} noise, {r.parameters.get('layout')} ({r.method})"
+        events = [str(s) for s in r.conditions.get("events") or ()]
+        out += [Finding("needs a look", "noise", subject, s) for s in events]
+        out += [Finding(EVIDENCE, "noise", subject, str(s)) for s in r.conditions.get("findings") or ()
+                if str(s) not in events and not str(s).startswith("kernel cross-check")]
     return out
 
 
