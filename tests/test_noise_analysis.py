@@ -566,3 +566,26 @@ def test_a_lone_line_just_above_the_cut_is_a_slow_line_a_comb_there_an_event() -
     assert findings.same_event(merged[0], analysis.Period(2.86, 3573.0, 1))
     host = findings.host_event(merged[0], 7075.0, "node1")
     assert host.startswith("Slow lines (strongest at 4.6 Hz, no period a run can place"), host
+
+
+def test_time_slices_handed_out_on_the_tick_make_no_period_at_a_tick_multiple() -> None:
+    """At normal priority the scheduler hands the core to other processes on the tick: stalls start on tick
+    boundaries at random. Every multiple of the tick's period then holds stalls at one phase (the 125 Hz
+    line of a control run); only a phase standing out from the tick's other phases is an event's."""
+    from mpiregress.noise import recurrence
+
+    rng = np.random.default_rng(11)
+    times = quiet_core(9).astype(np.int64)
+    now, tick = 0, 4_000_000
+    for i in range(len(times)):
+        if now + times[i] >= tick:
+            times[i] += 3_000                                              # the tick's interrupt
+            if rng.random() < 0.3:
+                times[i] += int(rng.integers(1_000_000, 3_000_000))       # another process's time slice
+            tick += 4_000_000 * (1 + (now + int(times[i]) - tick) // 4_000_000)
+        now += int(times[i])
+    data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times.astype(np.uint32))
+    stalls = recurrence.core_stalls(data, 2_000)
+    assert recurrence.tick_hz(stalls) == 250.0
+    assert recurrence.recurs(stalls, 125.0, 0.3, tick_hz=250.0) is False
+    assert recurrence.recurs(stalls, 125.0, 0.3) is True         # what the tick's phases alone would say

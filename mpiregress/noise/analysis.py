@@ -577,7 +577,7 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
         if is_tick(p.frequency_hz, tick, bin_hz):
             ticks.append(p.frequency_hz)
             continue
-        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz)
+        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick)
         if not share:
             refused.append(p.frequency_hz)
         elif not any(abs(q.frequency_hz - frequency) <= bin_hz for q in periods):

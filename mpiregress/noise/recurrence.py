@@ -99,34 +99,42 @@ def core_stalls(data: RankData, threshold_ns: float) -> Stalls:
 
 
 def held(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
-         onsets: np.ndarray | None = None) -> tuple[float, float, int]:
-    """(best phase's share of observable cycles where a stall starts, the median phase's share, the best
+         onsets: np.ndarray | None = None, tick_hz: float | None = None) -> tuple[float, float, int]:
+    """(best phase's share of observable cycles where a stall starts, the share chance gives, the best
     phase's observable cycles).
 
     A cycle is observable at a phase when FWQ was running there (no stall under way): a core lent to
     another process cannot show when the event would have begun. A stall starting within
     ``tolerance_ns`` of the phase holds the event in that cycle; ``onsets``: the starts that count (default:
     every stall's), a subset of the stalls by size, while every stall keeps the core from being observed.
+    Chance is the median phase's share; for a period that is a whole number of ticks (``tick_hz``), also
+    at least the other ticks' phases': the tick (and the time slices the scheduler hands out on it) recurs
+    at every multiple of its own period, so an event there must stand out from the tick's other phases.
     """
     onsets = stalls.start if onsets is None else onsets
     cycles = int(stalls.duration_ns // period_ns)
     if cycles < MIN_CYCLES or not len(onsets):
         return 0.0, 0.0, 0
-    phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
     k = np.arange(cycles, dtype=np.float64)
-    shares = []
-    seen = []
-    for phase in np.arange(phases) * period_ns / phases:
+
+    def share(phase: float) -> tuple[float, int]:
         a = phase + k * period_ns - tolerance_ns
         b = a + 2 * tolerance_ns
         before = np.searchsorted(stalls.start, a, side="right") - 1
         running = (before < 0) | (stalls.end[np.maximum(before, 0)] <= a)
         starts = np.searchsorted(onsets, b, side="right") - np.searchsorted(onsets, a, side="left")
         observable = int(running.sum())
-        shares.append(float(((starts > 0) & running).sum()) / observable if observable >= MIN_CYCLES else 0.0)
-        seen.append(observable)
-    best = int(np.argmax(shares))
-    return shares[best], float(np.median(shares)), seen[best]
+        return (float(((starts > 0) & running).sum()) / observable if observable >= MIN_CYCLES else 0.0), observable
+
+    phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
+    measured = [(share(phase), phase) for phase in np.arange(phases) * period_ns / phases]
+    (best, seen), at = max(measured, key=lambda m: m[0][0])
+    chance = float(np.median([m[0][0] for m in measured]))
+    ticks = period_ns * tick_hz / 1e9 if tick_hz else 0.0
+    if ticks >= 1.5 and abs(ticks - round(ticks)) <= 0.01 * ticks:
+        others = [share(at + j * 1e9 / tick_hz)[0] for j in range(1, int(round(ticks)))]  # type: ignore[operator]
+        chance = max(chance, float(np.median(others)))
+    return best, chance, seen
 
 
 def chance_of(share: float, cycles: int, chance: float) -> float:
@@ -143,13 +151,15 @@ def significant(share: float, chance: float, cycles: int, least: float = MIN_HIT
     return share >= least and share - chance >= MIN_CONTRAST and chance_of(share, cycles, chance) <= MAX_CHANCE
 
 
-def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS) -> bool:
+def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
+           tick_hz: float | None = None) -> bool:
     """Do stalls of some size (SIZES_US) start at one phase of ``frequency_hz`` (refined within ``bin_hz``)
-    in most observable cycles, clearly more often than at a phase taken at random?"""
-    return hit_share(stalls, frequency_hz, bin_hz, steps) > 0
+    in most observable cycles, clearly more often than at a phase taken at random (or the tick's others)?"""
+    return hit_share(stalls, frequency_hz, bin_hz, steps, tick_hz) > 0
 
 
-def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS) -> float:
+def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
+              tick_hz: float | None = None) -> float:
     """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence."""
     if frequency_hz <= 0 or stalls.duration_ns * frequency_hz / 1e9 < MIN_CYCLES:
         return 0.0
@@ -161,23 +171,25 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
         for f in np.linspace(frequency_hz - bin_hz / 2, frequency_hz + bin_hz / 2, steps):
             period = 1e9 / f
             best, chance, cycles = held(stalls, period,
-                                        min(max(TOLERANCE_SHARE * period, TOLERANCE_NS), 0.25 * period), onsets=some)
+                                        min(max(TOLERANCE_SHARE * period, TOLERANCE_NS), 0.25 * period), onsets=some,
+                                        tick_hz=tick_hz)
             if significant(best, chance, cycles):
                 found = max(found, best)
     return found
 
 
-def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float) -> tuple[float, float]:
+def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
+                tick_hz: float | None = None) -> tuple[float, float]:
     """(frequency, hit share) of the event the spectrum placed at ``frequency_hz``: that frequency, or a
     fraction of it when the stalls recur there in clearly more cycles (a spectrum can read a slow train at
     its second or third harmonic; the time domain sees only every second or third cycle hold it there).
     (frequency_hz, 0) when it does not recur at all."""
-    share = hit_share(stalls, frequency_hz, bin_hz)
+    share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
     if not share:
         return frequency_hz, 0.0
     best = (frequency_hz, share)
     for d in (2, 3, 4):
-        lower = hit_share(stalls, frequency_hz / d, bin_hz / d)
+        lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
         if lower >= best[1] + FUNDAMENTAL_GAIN:
             best = (frequency_hz / d, lower)
     return best
