@@ -33,6 +33,7 @@ from . import (
     systems,
     toolchain,
 )
+from .ab import evidence as ab_evidence
 from .builds import BuildOptions
 from .builds.common import program_sources
 from .errors import CANCELLED, ERROR, InfrastructureError, InputError, MpiRegressError
@@ -488,7 +489,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
-    judged = compose.of_run(found, problems, opts.event)
+    judged = compose.of_run(found, problems, opts.event, causes=ab_evidence.run_causes(found))
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()

@@ -354,11 +354,13 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
     return f" — evidence only: for a {rules.name.replace('_', ' ')} the {' and '.join(rules.gates)} gate(s)"
 
 
-def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
-    """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
+def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run",
+           causes: Optional[Mapping[SeriesKey, str]] = None) -> PipelineVerdict:
+    """The verdict of one run's band-judged results (and its problems), with the cross-method check;
+    ``causes``: the likely cause of each failing series from the run's own evidence (ab.evidence.run_causes)."""
     from . import cross_method
 
-    return compose(event, Evidence(results=results, problems=problems,
+    return compose(event, Evidence(results=results, problems=problems, causes=dict(causes or {}),
                                    cross=cross_method.group(cross_method.check(cross_method.method_values(results)))))
 
 
