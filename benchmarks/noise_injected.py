@@ -16,11 +16,13 @@ own analysis and findings (analysis.analyse, findings.host_events / one_core_eve
 - other: every other period the findings name (one core's or the host's), in any run, controls included.
 
     python benchmarks/noise_injected.py --repeat 5 [--keep DIR]
+    python benchmarks/noise_injected.py --rejudge DIR     # the kept files, by the analysis as it is now
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -131,13 +133,44 @@ def conditions(periods: list[float], pairs: list[tuple[float, float]]) -> list[t
     return out
 
 
+def print_tally(tally: list) -> None:
+    print(f"{'condition':>24} {'sources':>7} {'named':>5} {'missed':>6} {'other':>5} {'runs':>4} {'lost':>4}  "
+          f"other periods said")
+    for name, sources, named, missed, other, runs, lost, which in tally:
+        print(f"{name:>24} {sources:>7} {named:>5} {missed:>6} {other:>5} {runs:>4} {lost:>4}  {which or '-'}")
+
+
+def rejudge(folder: Path) -> int:
+    """The tally of every kept file (``--keep``), judged by the analysis as it is now."""
+    groups: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("*.fwq")):
+        groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
+    tally = []
+    for name, paths in groups.items():
+        sources = [(int(core), float(ms)) for ms, core in re.findall(r"(\d+(?:\.\d+)?)ms@(\d)", name)]
+        named = missed = 0
+        others: list[str] = []
+        for path in paths:
+            n, m, other, detail = judge(analysis.analyse(fwqfile.read(path)), sources)
+            named, missed = named + n, missed + m
+            others += other
+            print(f"{path.name}: named {n}/{len(sources)}, other {' '.join(other) or '-'}: {detail}", flush=True)
+        tally.append((name, len(sources) * len(paths), named, missed, len(others), len(paths), 0,
+                      " ".join(sorted(set(others)))))
+    print_tally(tally)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--periods", default="13,27,90,250")
     parser.add_argument("--pairs", default="13:90,27:250")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--rejudge", type=Path, default=None, help="judge the files kept in this folder, run nothing")
     args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge)
     periods = [float(p) for p in args.periods.split(",")]
     pairs = [(float(a), float(b)) for a, b in (p.split(":") for p in args.pairs.split(",") if p)]
     if args.keep:
@@ -175,10 +208,7 @@ def main() -> int:
     if loads:
         print(f"# load average (1 min) after each run: min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
               f"max {max(loads):.1f}")
-    print(f"{'condition':>24} {'sources':>7} {'named':>5} {'missed':>6} {'other':>5} {'runs':>4} {'lost':>4}  "
-          f"other periods said")
-    for name, sources, named, missed, other, runs, lost, which in tally:
-        print(f"{name:>24} {sources:>7} {named:>5} {missed:>6} {other:>5} {runs:>4} {lost:>4}  {which or '-'}")
+    print_tally(tally)
     return 0
 
 
