@@ -123,9 +123,10 @@ def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
     return judge(run, sources)
 
 
-def conditions(periods: list[float], pairs: list[tuple[float, float]]) -> list[tuple[str, bool, list]]:
+def conditions(periods: list[float], pairs: list[tuple[float, float]],
+               priorities: tuple[str, ...] = ("normal", "fifo10")) -> list[tuple[str, bool, list]]:
     out: list[tuple[str, bool, list]] = [("control", False, [])]
-    for realtime in (False, True):
+    for realtime in [p == "fifo10" for p in priorities]:
         tag = "fifo10" if realtime else "normal"
         out += [(f"{tag} {p:g}ms@0", realtime, [(0, p)]) for p in periods]
         out += [(f"{tag} {a:g}ms@0+{b:g}ms@1", realtime, [(0, a), (1, b)]) for a, b in pairs]
@@ -166,6 +167,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--periods", default="13,27,90,250")
     parser.add_argument("--pairs", default="13:90,27:250")
+    parser.add_argument("--priorities", default="normal,fifo10", help="the injectors' priorities to run")
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--rejudge", type=Path, default=None, help="judge the files kept in this folder, run nothing")
     args = parser.parse_args()
@@ -182,7 +184,7 @@ def main() -> int:
     with own_cluster(2, "noise-inj") as (cluster, work):
         fwq, injector = build(work)
         cluster.start()
-        for name, realtime, sources in conditions(periods, pairs):
+        for name, realtime, sources in conditions(periods, pairs, tuple(args.priorities.split(","))):
             procs = [start(injector, core, period, realtime) for core, period in sources]
             named = missed = lost = runs = 0
             others: list[str] = []

@@ -589,3 +589,17 @@ def test_time_slices_handed_out_on_the_tick_make_no_period_at_a_tick_multiple() 
     assert recurrence.tick_hz(stalls) == 250.0
     assert recurrence.recurs(stalls, 125.0, 0.3, tick_hz=250.0) is False
     assert recurrence.recurs(stalls, 125.0, 0.3) is True         # what the tick's phases alone would say
+
+
+def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
+    """The host's 100 Hz timer and the 250 Hz tick repeat together every 20 ms: the stalls recur at 50 Hz
+    too, but that period is theirs (the report's "50.0 Hz event on every core"), not a third source."""
+    from mpiregress.noise import recurrence
+
+    times = inject(inject(quiet_core(12), 10_000_000, 300_000), 4_000_000, 3_000)
+    data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times)
+    stalls = recurrence.core_stalls(data, 2_000)
+    assert recurrence.recurs(stalls, 50.0, 0.3, tick_hz=250.0)            # the time domain alone allows it
+    found = (analysis.Period(100.0, 500.0, 8), analysis.Period(50.0, 160.0, 11))
+    periods, _, refused = analysis.confirmed(found, stalls, 0.3, 250.0)
+    assert [p.frequency_hz for p in periods] == [100.0] and refused == (50.0,)

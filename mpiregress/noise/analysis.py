@@ -582,7 +582,19 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
             refused.append(p.frequency_hz)
         elif not any(abs(q.frequency_hz - frequency) <= bin_hz for q in periods):
             periods.append(replace(p, frequency_hz=round(frequency, 2), recurring=True, slow_lines=False))
-    return tuple(periods), tuple(ticks), tuple(refused)
+    # Two periodic sources together repeat at their least common multiple (the host's 100 Hz timer and a
+    # 250 Hz tick every 20 ms): a period two others (or one and the tick) are whole multiples of is theirs.
+    sources = [q.frequency_hz for q in periods] + ([tick] if tick else [])
+    kept = tuple(p for p in periods if sum(1 for g in sources if _multiple(g, p.frequency_hz)) < 2)
+    refused += [p.frequency_hz for p in periods if p not in kept]
+    return kept, tuple(ticks), tuple(refused)
+
+
+
+def _multiple(g: float, f: float) -> bool:
+    """Is ``g`` a whole multiple (2 or more) of ``f``, within 1 %?"""
+    k = round(g / f)
+    return k >= 2 and abs(g - k * f) <= 0.01 * g
 
 
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
@@ -635,6 +647,13 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
                              others=[other for j, other in enumerate(lines) if j != i], measured=measured[i],
                              stalls=stalls[i], tick=tick)
                   for i, r in enumerate(node.ranks))
+    # The least-common-multiple rule of ``confirmed`` across the node: the host's 100 Hz timer may be one core's
+    # period and only a line on another, whose 50 Hz comb is that timer and the tick together.
+    everywhere = {q.frequency_hz for c in cores for q in c.periods} | ({tick} if tick else set())
+    cores = tuple(replace(c, periods=tuple(p for p in c.periods if sum(
+        1 for g in everywhere if _multiple(g, p.frequency_hz)) < 2), unconfirmed=c.unconfirmed + tuple(
+        p.frequency_hz for p in c.periods if sum(1 for g in everywhere if _multiple(g, p.frequency_hz)) >= 2))
+        for c in cores)
     return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores,
                      tick_hz=tick)
 
