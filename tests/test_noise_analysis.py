@@ -603,3 +603,10 @@ def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
     found = (analysis.Period(100.0, 500.0, 8), analysis.Period(50.0, 160.0, 11))
     periods, _, refused = analysis.confirmed(found, stalls, 0.3, 250.0)
     assert [p.frequency_hz for p in periods] == [100.0] and refused == (50.0,)
+
+
+def test_the_nodes_tick_is_the_highest_rate_a_core_shows() -> None:
+    """Under load one core's tick can hide while the host's 100 Hz timer shows; another core's 250 Hz is the
+    tick, and the 250 Hz line is then the tick's, not the host's event."""
+    run = run_of(inject(quiet_core(13), 10_000_000, 3_000), inject(quiet_core(14), 4_000_000, 3_000))
+    assert run.nodes[0].tick_hz == 250.0

@@ -23,7 +23,11 @@ from .fwqfile import RankData
 
 # A phase "holds a stall" within this share of the period (and at least TOLERANCE_NS): a daemon woken
 # by an absolute timer comes back within its wake-up latency, a fraction of its period.
-TOLERANCE_SHARE = 0.08
+TOLERANCE_SHARE = 0.02
+# A period that is a whole number of ticks is held to the wider window: the tick's own phases crowd it
+# (benchmarks/noise_injected.py: 0.02 named a 27 ms real-time source in 5 of 5 runs that 0.08 missed, and
+# the wider window kept a control's 50 Hz, five ticks, from being named).
+TICK_MULTIPLE_TOLERANCE_SHARE = 0.08
 TOLERANCE_NS = 300_000
 # The period must recur in this share of its observable cycles (more than every other one: stalls a second
 # apart are no 2 Hz event), at least MIN_CYCLES of them ...
@@ -170,9 +174,11 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
             break
         for f in np.linspace(frequency_hz - bin_hz / 2, frequency_hz + bin_hz / 2, steps):
             period = 1e9 / f
-            best, chance, cycles = held(stalls, period,
-                                        min(max(TOLERANCE_SHARE * period, TOLERANCE_NS), 0.25 * period), onsets=some,
-                                        tick_hz=tick_hz)
+            ticks = period * tick_hz / 1e9 if tick_hz else 0.0
+            share = TICK_MULTIPLE_TOLERANCE_SHARE if ticks >= 1.5 and abs(ticks - round(ticks)) <= 0.01 * ticks \
+                else TOLERANCE_SHARE
+            best, chance, cycles = held(stalls, period, min(max(share * period, TOLERANCE_NS), 0.25 * period),
+                                        onsets=some, tick_hz=tick_hz)
             if significant(best, chance, cycles):
                 found = max(found, best)
     return found
