@@ -30,6 +30,7 @@ from mpiregress.report import summary, verdict_text
 from mpiregress.run import cancel, reframe_report
 from mpiregress.run import folder as run_folder
 from mpiregress.verdict import band, compose
+from mpiregress.verdict.ab import evidence as ab_evidence
 
 SITE_CONFIG = paths.checks_dir() / "config" / "site.yaml"
 
@@ -479,7 +480,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     _classify_infrastructure(found, env, lost[0] if lost else None)
     band.apply_baselines(found, refs, opts.allow_missing_baselines, node_noise=_node_noise(found))
     problems = summary.require_methods(found, opts.methods or [])
-    judged = compose.of_run(found, problems, opts.event)
+    judged = compose.of_run(found, problems, opts.event, causes=ab_evidence.run_causes(found))
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()
