@@ -1,5 +1,9 @@
 """Real noise sources at 5 to 200 ms periods, each found at its fundamental? (prints a tally, asserts nothing).
 
+Since issue 31 the local partition sets no ``fwq_realtime_priority``: ``--priority product`` runs FWQ at
+normal priority, as the check now does; the figures below were taken at SCHED_FIFO 5, the setting then.
+benchmarks/noise_injected.py is the benchmark of the check as it runs now.
+
 Starts its own local cluster (``--network namespaces``, 2 nodes, in a fresh folder under /tmp;
 FWQ runs on node1 only), builds FWQ by its Makefile and the test-only noise source
 (tests/noise_source), and runs FWQ as the product's FWQ check does (checks/fwq.py, layout

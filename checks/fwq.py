@@ -38,6 +38,11 @@ class FwqNoiseCheck(OsuCheckBase):
     metric = variable(str, value='efficiency')
     fwq_iterations = variable(int, value=placement.ITERATIONS)
     rtla_seconds = variable(int, value=5)
+    # FWQ runs at the priority a job runs at (normal): it then sees what steals time from an MPI
+    # application, daemons and agents included. A SCHED_FIFO priority (here, or the partition's
+    # fwq_realtime_priority in systems/*.yaml) is the explicit option for isolating the hardware's and
+    # the kernel's own noise: it preempts exactly those daemons (docs/noise.md). 0: the partition's.
+    realtime_priority = variable(int, value=0)
     noise_probe = False                      # this check is the noise measurement itself
     problems = variable(list, value=[])      # nodes cut short or lost, beside the nodes kept
     findings = variable(list, value=[])      # sentences for the report
@@ -76,9 +81,7 @@ class FwqNoiseCheck(OsuCheckBase):
         self.job.launcher.options = (self.site_launcher_options() + [KILL_ON_BAD_EXIT, f'--ntasks={self.num_tasks}']
                                      + options)
         args = ['-n', str(self.fwq_iterations), '-o', self.fwq_file]
-        # A shared machine (the local system) lends FWQ a real-time priority for its few seconds,
-        # as an exclusive node gives it the whole core (tests/test_noise_fwq.py).
-        prefix = probe.realtime(self.current_partition.extras.get('fwq_realtime_priority'))
+        prefix = probe.realtime(self.priority)
         self.executable = shlex.quote(prefix[0]) if prefix else fwq
         self.executable_opts = [shlex.quote(a) for a in prefix[1:]] + ([fwq] if prefix else []) + args
         self.prerun_cmds = self.guard_commands(1)
@@ -88,6 +91,11 @@ class FwqNoiseCheck(OsuCheckBase):
         self.postrun_cmds = [
             f'srun -N1 -n1 --mpi=none --cpu-bind=none {python} -m mpiregress noise rtla --cpus {cpus} '
             f'--seconds {self.rtla_seconds} --out {RTLA_OUTPUT} > /dev/null 2> {RTLA_ERRORS} || true']
+
+    @property
+    def priority(self) -> int | None:
+        """The SCHED_FIFO priority FWQ asks for, or None: normal priority, as the system's jobs run."""
+        return self.realtime_priority or self.current_partition.extras.get('fwq_realtime_priority') or None
 
     @property
     def fwq_file(self):
@@ -131,9 +139,13 @@ class FwqNoiseCheck(OsuCheckBase):
                 self.record({'node': node.node, 'layout': self.layout}, round(value, 6), metric)
         rtla_text, rtla_reason = self.rtla_view()
         self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason)
+        # The raw file beside the analysis: `mpiregress noise analyze` re-runs on it (docs/noise.md).
+        artifacts.keep_raw(Path(self.stagedir) / self.fwq_file, self.artifacts_dir())
         self.conditions = {'layout': self.layout, 'cores': list(self.placed.cpus),
+                           'priority': probe.priority_label(self.priority),
                            'nodes': {n.node: records.node_conditions(n) for n in run.nodes},
                            'findings': findings.sentences(run),
+                           'events': findings.event_sentences(run),
                            'rtla': '\n'.join(artifacts.kernel_side_by_side(run, rtla_text, rtla_reason)),
                            'artifacts': self.artifacts_where()}
         return True

@@ -90,7 +90,13 @@ def test_local_fwq_check_and_the_probe_in_a_benchmark_job(pipeline, tmp_path):  
     written, the kernel cross-check's sentence; then a point-to-point run whose results carry the probe."""
     done = mpiregress(pipeline, "--methods", "source", "--families", "noise", "--allow-missing-baselines",
                       report_dir=tmp_path / "noise")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # 5 (needs a look) when the shared host shows a periodic event: the verdict lists it (issue 31).
+    assert done.returncode in (0, 5), done.stdout[-3000:] + done.stderr[-3000:]
+    verdict = json.loads((tmp_path / "noise" / "verdict.json").read_text())
+    assert (verdict["state"] == "needs a look") == any(f["judge"] == "noise" and f["state"] == "needs a look"
+                                                        for f in verdict["findings"])
+    assert {p.name for p in (tmp_path / "noise" / "noise" / "local-batch" / "all_cores").iterdir()} >= {
+        "fwq-all_cores.fwq.gz"}
     rows = json.loads((tmp_path / "noise" / "results.json").read_text())
     measured = {(r["parameters"]["layout"], r["metric"]): r for r in rows if r["value"] is not None}
     assert {k[0] for k in measured} == {"all_cores", "one_free_per_socket"}
@@ -187,3 +193,19 @@ def test_the_probe_runs_after_the_benchmark_and_keeps_its_exit_code(tmp_path):
     assert probe_line > benchmark and "--ntasks-per-node=28 --cpus-per-task=1" in lines[probe_line]
     assert "--cpu-bind=map_cpu:" + ",".join(str(c) for c in range(28)) in lines[probe_line]
     assert lines[-1] == 'exit "$mpiregress_benchmark_rc"'
+
+
+def _fwq_lines(report: Path) -> list[str]:
+    scripts = [p.read_text() for p in (report / "reframe" / "stage").rglob("rfm_job.sh")]
+    return [line for s in scripts for line in s.splitlines() if "fwq -n " in line]
+
+
+def test_local_fwq_runs_at_normal_priority_and_real_time_only_when_asked(tmp_path):
+    """The noise family measures at the priority a job runs at; SCHED_FIFO only as the explicit option."""
+    dry_run(tmp_path / "normal", tmp_path / "none", "--system", "local", "--families", "noise", "--methods", "source")
+    lines = _fwq_lines(tmp_path / "normal" / "r")
+    assert lines and not any("chrt" in line for line in lines), lines
+    dry_run(tmp_path / "rt", tmp_path / "none", "--system", "local", "--families", "noise", "--methods", "source",
+            "--setvar", "FwqNoiseCheck.realtime_priority=10")
+    lines = _fwq_lines(tmp_path / "rt" / "r")
+    assert lines and all("chrt -f 10" in line for line in lines), lines

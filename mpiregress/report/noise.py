@@ -28,7 +28,9 @@ class Partition:
     name: str
     efficiency: dict[str, float] = field(default_factory=dict)      # layout -> mean over nodes
     nodes: dict[str, dict[str, float]] = field(default_factory=dict)  # layout -> node -> efficiency
-    skipped: dict[str, str] = field(default_factory=dict)            # layout -> why
+    skipped: dict[str, dict[str, str]] = field(default_factory=dict)  # layout -> method -> why
+    cores: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # layout -> node -> "core 0: lost ..."
+    priority: dict[str, str] = field(default_factory=dict)           # layout -> how FWQ was scheduled
     findings: dict[str, list[str]] = field(default_factory=dict)
     rtla: dict[str, str] = field(default_factory=dict)
     spectra: dict[str, str] = field(default_factory=dict)            # layout -> base64 PNG
@@ -42,6 +44,16 @@ class Partition:
             said += (f" ({LABELS.get(layout, layout)} leaves one rank a node here, whose efficiency is 1 by "
                      f"definition: not compared)")
         return said
+
+    def skip_lines(self) -> list[tuple[str, str]]:
+        """(layout, what to say) for each layout no method measured (its own reasons), and for a measured
+        layout the methods that did not measure it: a method's skip never hides another's measurement."""
+        out = []
+        for layout, why in self.skipped.items():
+            said = "; ".join(f"{reason} ({method})" for method, reason in sorted(why.items()))
+            out.append((layout, f"skipped: {said}" if layout not in self.nodes else f"also asked of "
+                        f"{', '.join(sorted(why))}, not measured there: {said}"))
+        return out
 
 
 def recommendation(efficiency: Mapping[str, float]) -> str:
@@ -75,14 +87,22 @@ def experiments(results: Sequence[Result], base: Path = Path(".")) -> list[Parti
         part = parts.setdefault(f"{r.system}/{r.partition}", Partition(f"{r.system}/{r.partition}"))
         layout = str(r.parameters.get("layout"))
         if r.status == "skip":
-            part.skipped[layout] = r.reason
+            part.skipped.setdefault(layout, {})[r.method] = r.reason
         elif r.status == "error":
-            part.problems.append(f"{LABELS.get(layout, layout)}: {r.reason}")
-        if r.metric == "efficiency" and r.value is not None and r.status in ("pass", "fail"):
-            part.nodes.setdefault(layout, {})[str(r.parameters.get("node"))] = r.value
+            part.problems.append(f"{LABELS.get(layout, layout)} ({r.method}): {r.reason}")
+        # Measured is shown, judged or not (a run without a baseline for it still measured it).
+        if r.metric == "efficiency" and r.value is not None:
+            node = str(r.parameters.get("node"))
+            part.nodes.setdefault(layout, {})[node] = r.value
             c = r.conditions
             if len(c.get("cores") or ()) == 1:
                 part.single_rank.add(layout)
+            part.priority.setdefault(layout, str(c.get("priority") or "not recorded"))
+            detail = ((c.get("nodes") or {}).get(node) or {}).get("cores") or []
+            part.cores.setdefault(layout, {})[node] = [
+                f"core {k.get('cpu')}: {float(k.get('lost_fraction') or 0):.1%} lost"
+                + (f", periods {', '.join(f'{f:g} Hz' for f in k['periods_hz'])}" if k.get("periods_hz") else "")
+                for k in detail]
             part.findings.setdefault(layout, list(c.get("findings") or []))
             if c.get("rtla"):
                 part.rtla[layout] = str(c["rtla"])
@@ -116,9 +136,9 @@ SECTION = r"""<h2>Node noise</h2>
 {% for part in parts %}
 <h3>{{ part.name }}: placement experiments (FWQ, one rank per core, seed 004)</h3>
 <p><b>Recommendation: {{ part.recommendation }}.</b></p>
-<table><tr><th>layout</th><th>efficiency (mean of nodes)</th><th>per node</th></tr>
-{% for layout, eff in part.efficiency.items() %}<tr><td>{{ labels.get(layout, layout) }}</td><td class="num">{{ "%.3f"|format(eff) }}</td><td>{% for n, v in part.nodes[layout].items() %}{{ n }} {{ "%.3f"|format(v) }} {% endfor %}</td></tr>
-{% endfor %}{% for layout, why in part.skipped.items() %}<tr><td>{{ labels.get(layout, layout) }}</td><td colspan="2">skipped: {{ why }}</td></tr>
+<table><tr><th>layout</th><th>FWQ priority</th><th>efficiency (mean of nodes)</th><th>per node</th><th>per core</th></tr>
+{% for layout, eff in part.efficiency.items() %}<tr><td>{{ labels.get(layout, layout) }}</td><td>{{ part.priority.get(layout, "") }}</td><td class="num">{{ "%.3f"|format(eff) }}</td><td>{% for n, v in part.nodes[layout].items() %}{{ n }} {{ "%.3f"|format(v) }}<br>{% endfor %}</td><td>{% for n, cores in part.cores.get(layout, {}).items() %}{{ n }}: {{ cores|join("; ") }}<br>{% endfor %}</td></tr>
+{% endfor %}{% for layout, said in part.skip_lines() %}<tr><td>{{ labels.get(layout, layout) }}</td><td colspan="4">{{ said }}</td></tr>
 {% endfor %}</table>
 {% for p in part.problems %}<p class="note">{{ p }}</p>{% endfor %}
 {% for layout, lines in part.findings.items() %}<h4>{{ labels.get(layout, layout) }}</h4>

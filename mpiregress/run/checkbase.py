@@ -216,7 +216,7 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
         self.postrun_cmds = (['mpiregress_benchmark_rc=$?'] + list(self.postrun_cmds or [])  # type: ignore[has-type]
                              + probe.commands(fwq, cores, float(extras['noise_probe_s']),
                                               bool(extras.get('nodes_share_cpus')), self.site_launcher_options(),
-                                              extras.get('fwq_realtime_priority'))
+                                              extras.get('probe_realtime_priority'))
                              + ['exit "$mpiregress_benchmark_rc"'])
 
     def read_noise_probe(self) -> None:

@@ -41,6 +41,7 @@ from mpiregress.run import folder as run_folder
 from mpiregress.run.ab import sides
 from mpiregress.verdict import band, compose, cross_method
 from mpiregress.verdict import node_noise as nodehistory
+from mpiregress.verdict.ab import evidence as ab_evidence
 from mpiregress.verdict.ab import judge as ab_judge
 from mpiregress.verdict.ab import paired
 from mpiregress.verdict.ab.sequential import Schedule, schedule_of
@@ -495,7 +496,7 @@ def _run(opts: RunOptions, methods: list[str], folder: run_folder.RunFolder, clu
     # A method the system lists that cannot build on this machine (no Spack on PATH) is skipped with its
     # reason (the notes), not an error of a run that asked for the system's methods.
     problems = summary.require_methods(found, [m for m in opts.methods or [] if m not in unavailable])
-    judged = compose.of_run(found, problems, opts.event)
+    judged = compose.of_run(found, problems, opts.event, causes=ab_evidence.run_causes(found))
     code = compose.exit_code(judged, opts.measure_only)
     title = f"MPI regression: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     print()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from mpiregress import errors
 from mpiregress.families.links.series import BENCHMARK as LINKTEST
+from mpiregress.families.noise.records import BENCHMARK as FWQ
 from mpiregress.model.results import Result
 from mpiregress.model.series import SeriesKey
 from mpiregress.model.systems import get as get_system
@@ -152,6 +153,7 @@ def compose(event: str, ev: Evidence) -> PipelineVerdict:
     found += _cross(ev, rules)
     if ev.cross_power:
         found.append(Finding(EVIDENCE, "cross-method", "the build methods", ev.cross_power))
+    found += _noise(ev)
     judged = len(paired) if "paired_ab" in rules.gates else \
         len(ev.history or ()) if "history_gate" in rules.gates else len(_measured_keys(ev.results))
     judged_keys = {k for k, v in paired.items() if v.verdict not in ("error", "skip")} | {
@@ -330,6 +332,22 @@ def _band(ev: Evidence, rules: policy.Rules, paired: Mapping[SeriesKey, "PairedV
     return out
 
 
+def _noise(ev: Evidence) -> list[Finding]:
+    """What the noise family's FWQ runs found, per partition and layout: a periodic event it names on a core
+    or a host deserves a person (a daemon, a timer); the rest of its findings (each node's efficiency and
+    lost time, stalls without a period, the kernel tick) are evidence, shown with the verdict."""
+    out: list[Finding] = []
+    for r in ev.results:
+        if r.benchmark != FWQ or r.metric != "efficiency" or r.value is None:
+            continue
+        subject = f"{r.system}/{r.partition} noise, {r.parameters.get('layout')} ({r.method})"
+        events = [str(s) for s in r.conditions.get("events") or ()]
+        out += [Finding("needs a look", "noise", subject, s) for s in events]
+        out += [Finding(EVIDENCE, "noise", subject, str(s)) for s in r.conditions.get("findings") or ()
+                if str(s) not in events and not str(s).startswith("kernel cross-check")]
+    return out
+
+
 def _changed(key: SeriesKey, ev: Evidence, rules: policy.Rules) -> bool:
     """Whether the MR changes the baselines file of ``key``'s system. Not known: under an A/B event the pairs
     decide (a toolchain MR need not touch baselines); a baselines MR changes them all."""
@@ -474,11 +492,14 @@ def _why_not_gating(judge: str, key: SeriesKey, rules: policy.Rules,
     return f" — evidence only: for a {rules.name.replace('_', ' ')} the {' and '.join(rules.gates)} gate(s)"
 
 
-def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run") -> PipelineVerdict:
-    """The verdict of one run's band-judged results (and its problems), with the cross-method check."""
+def of_run(results: Sequence[Result], problems: Sequence[str] = (), event: str = "run",
+           causes: Optional[Mapping[SeriesKey, str]] = None) -> PipelineVerdict:
+    """The verdict of one run's band-judged results (and its problems), with the cross-method check;
+    ``causes``: the likely cause of each failing series from the run's own evidence (ab.evidence.run_causes)."""
     values, samples = cross_method.method_values(results), cross_method.method_samples(results)
-    return compose(event, Evidence(results=results, problems=problems, cross=cross_method.group(
-        cross_method.check(values, samples=samples)), cross_power=cross_method.power(values, samples)))
+    return compose(event, Evidence(results=results, problems=problems, causes=dict(causes or {}),
+                                   cross=cross_method.group(cross_method.check(values, samples=samples)),
+                                   cross_power=cross_method.power(values, samples)))
 
 
 def of_history(verdicts: Sequence[Verdict], event: str = "history") -> PipelineVerdict:

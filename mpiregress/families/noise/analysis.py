@@ -33,11 +33,13 @@ Measured on the local cluster against a real noise source: benchmarks/noise_peri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from mpiregress.families.noise import recurrence
 from mpiregress.families.noise.fwqfile import FwqRun, NodeData, RankData
+from mpiregress.families.noise.recurrence import Stall, Stalls
 
 # Grid of the lost-time signal: 100 µs bins see events up to 5 kHz (HZ=1000 ticks included).
 BIN_NS = 100_000
@@ -102,6 +104,8 @@ class Period:
     lines: tuple[float, ...] = field(default=(), compare=False, repr=False)
     # Several slow lines folded into one (one_slow_line): slow whatever its place (is_slow).
     slow_lines: bool = field(default=False, compare=False, repr=False)
+    # The core's stalls recur at this period in the time domain (recurrence.fundamental): a period, slow or not.
+    recurring: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,14 @@ class CoreNoise:
     # Every line of the spectrum standing HARMONIC_PROMINENCE high, reported or not (Hz): where
     # another core's event is looked for (findings.shows).
     lines: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # The kernel tick's rate the node's cores show (recurrence.tick_hz), and the tick's lines the spectrum
+    # had on this core (the rate and its harmonics: the tick, not events).
+    tick_hz: float | None = None
+    tick_lines: tuple[float, ...] = ()
+    # Lines the spectrum had whose stalls do not recur at them in the time domain: no period.
+    unconfirmed: tuple[float, ...] = ()
+    # Stalls of recurrence.LONG_STALL_NS or more, in time order (what "stalls, no period" lists).
+    long_stalls: tuple[Stall, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,7 @@ class NodeNoise:
     efficiency: float
     iterations: int
     cores: tuple[CoreNoise, ...]
+    tick_hz: float | None = None
 
     @property
     def max_detour_us(self) -> float:
@@ -393,6 +406,8 @@ def is_slow(p: Period) -> bool:
     throttling's strongest lines reaching 4.8 Hz (in 399 kept runs of benchmarks/noise_periods.py
     the only such lines: 4.59 and 4.77 Hz, each the one core's strongest stall line).
     """
+    if p.recurring:
+        return False   # the time domain saw it come back at its period (recurrence.fundamental)
     return p.slow_lines or p.frequency_hz < MIN_EVENT_HZ or (p.harmonics == 0 and p.frequency_hz < 2 * MIN_EVENT_HZ)
 
 
@@ -539,14 +554,58 @@ def rank_spectrum(data: RankData) -> RankSpectrum:
     return freqs, power, spectral_lines(*sought) if len(sought[0]) >= 3 else []
 
 
+def is_tick(frequency: float, tick: float | None, bin_hz: float) -> bool:
+    """Is ``frequency`` the kernel tick or one of its harmonics up to MAX_FREQUENCY_HZ (within a bin or 1 %)?"""
+    if not tick:
+        return False
+    k = round(frequency / tick)
+    return 1 <= k and k * tick <= MAX_FREQUENCY_HZ * 1.01 and abs(frequency - k * tick) <= max(bin_hz, 0.01 * frequency)
+
+
+def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: float | None
+              ) -> tuple[tuple[Period, ...], tuple[float, ...], tuple[float, ...]]:
+    """(periods the time domain confirms, the tick's lines, the lines refused) of the spectrum's ``found``.
+
+    A line at the tick or a harmonic of it is the tick. Any other is a period only where the core's stalls
+    recur at it (recurrence.fundamental), at the fundamental the time domain gives; the rest are no period.
+    """
+    periods: list[Period] = []
+    ticks: list[float] = []
+    refused: list[float] = []
+    for p in found:
+        if is_tick(p.frequency_hz, tick, bin_hz):
+            ticks.append(p.frequency_hz)
+            continue
+        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick)
+        if not share:
+            refused.append(p.frequency_hz)
+        elif not any(abs(q.frequency_hz - frequency) <= bin_hz for q in periods):
+            periods.append(replace(p, frequency_hz=round(frequency, 2), recurring=True, slow_lines=False))
+    # Two periodic sources together repeat at their least common multiple (the host's 100 Hz timer and a
+    # 250 Hz tick every 20 ms): a period two others (or one and the tick) are whole multiples of is theirs.
+    sources = [q.frequency_hz for q in periods] + ([tick] if tick else [])
+    kept = tuple(p for p in periods if sum(1 for g in sources if _multiple(g, p.frequency_hz)) < 2)
+    refused += [p.frequency_hz for p in periods if p not in kept]
+    return kept, tuple(ticks), tuple(refused)
+
+
+
+def _multiple(g: float, f: float) -> bool:
+    """Is ``g`` a whole multiple (2 or more) of ``f``, within 1 %?"""
+    k = round(g / f)
+    return k >= 2 and abs(g - k * f) <= 0.01 * g
+
+
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
                min_prominence: float = DEFAULT_MIN_PROMINENCE,
-               others: Sequence[Sequence[float]] = (), measured: RankSpectrum | None = None) -> CoreNoise:
+               others: Sequence[Sequence[float]] = (), measured: RankSpectrum | None = None,
+               stalls: Stalls | None = None, tick: float | None = None) -> CoreNoise:
     """Losses and periodic events of one rank's core.
 
     ``others``: the spectral lines (Hz) of each other core of its node; a line every one of them has
     too is the host's, no comb's own line (``borrowed_combs``). ``measured``: ``rank_spectrum(data)``
-    when the caller has it already (node_noise needs every core's lines first).
+    when the caller has it already (node_noise needs every core's lines first). ``stalls`` and ``tick``:
+    the core's stalls and the node's tick rate (node_noise), else measured on this core alone.
     """
     times = data.times_ns.astype(np.float64)
     nominal = float(np.median(times))
@@ -557,6 +616,11 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     bin_hz = float(freqs[1] - freqs[0]) if len(freqs) > 1 else 0.0
     shared = [bool(others) and all(any(abs(f - g) <= bin_hz for g in other) for other in others)
               for f, _, _ in lines]
+    if stalls is None:
+        stalls = recurrence.core_stalls(data, threshold)
+        tick = tick or recurrence.tick_hz(stalls)
+    found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
+    periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick)
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,
@@ -564,20 +628,34 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         max_detour_us=float(excess.max()) / 1e3,
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
-        periods=dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared), spectrum=(freqs, power),
-        lines=tuple(f for f, _, _ in lines))
+        periods=periods, spectrum=(freqs, power), lines=tuple(f for f, _, _ in lines),
+        tick_hz=tick, tick_lines=tick_lines, unconfirmed=refused,
+        long_stalls=tuple(stalls.at_least(recurrence.LONG_STALL_NS / 1e3).listed()))
 
 
 def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
                min_prominence: float = DEFAULT_MIN_PROMINENCE) -> NodeNoise:
-    """Efficiency of a node and the noise of each of its cores."""
+    """Efficiency of a node and the noise of each of its cores; the tick is the highest rate a core shows."""
     matrix = np.vstack([r.times_ns for r in node.ranks])
     measured = [rank_spectrum(r) for r in node.ranks]
     lines = [[f for f, _, _ in m[2]] for m in measured]
+    stalls = [recurrence.core_stalls(r, threshold_fraction * float(np.median(r.times_ns))) for r in node.ranks]
+    # The highest rate any core shows: a core whose tick is hidden under load can still show the host's
+    # 100 Hz timer, which is no tick where another core shows 250 Hz.
+    tick = max((t for t in (recurrence.tick_hz(s) for s in stalls) if t), default=None)
     cores = tuple(core_noise(node.name, r, threshold_fraction, min_prominence,
-                             others=[other for j, other in enumerate(lines) if j != i], measured=measured[i])
+                             others=[other for j, other in enumerate(lines) if j != i], measured=measured[i],
+                             stalls=stalls[i], tick=tick)
                   for i, r in enumerate(node.ranks))
-    return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores)
+    # The least-common-multiple rule of ``confirmed`` across the node: the host's 100 Hz timer may be one core's
+    # period and only a line on another, whose 50 Hz comb is that timer and the tick together.
+    everywhere = {q.frequency_hz for c in cores for q in c.periods} | ({tick} if tick else set())
+    cores = tuple(replace(c, periods=tuple(p for p in c.periods if sum(
+        1 for g in everywhere if _multiple(g, p.frequency_hz)) < 2), unconfirmed=c.unconfirmed + tuple(
+        p.frequency_hz for p in c.periods if sum(1 for g in everywhere if _multiple(g, p.frequency_hz)) >= 2))
+        for c in cores)
+    return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores,
+                     tick_hz=tick)
 
 
 def analyse(run: FwqRun, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,

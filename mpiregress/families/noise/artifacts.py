@@ -4,6 +4,8 @@ Written by ``mpiregress noise analyze`` and by the FWQ check (checks/fwq.py) ali
 """
 from __future__ import annotations
 
+import gzip
+import shutil
 from pathlib import Path
 
 from mpiregress.errors import InputError
@@ -80,3 +82,13 @@ def write(run: analysis.RunNoise, out: Path, rtla_text: str | None, rtla_reason:
     (out / "cores.tsv").write_text(core_table(run))
     spectrum_figure(run, out / "spectrum.png")
     return lines
+
+
+def keep_raw(fwq: Path, out: Path) -> Path:
+    """A gzip copy of the raw FWQ file in ``out`` (fwqfile.read reads it as it is): the run's artifacts
+    keep what was measured, and the analysis can be re-run on it."""
+    out.mkdir(parents=True, exist_ok=True)
+    kept = out / (fwq.name + ".gz")
+    with open(fwq, "rb") as source, gzip.open(kept, "wb", compresslevel=6) as target:
+        shutil.copyfileobj(source, target)
+    return kept

@@ -119,6 +119,37 @@ def host_periods(cores: list[CoreNoise]) -> list[tuple[Period, float]]:
     return out
 
 
+def tick_sentence(node: NodeNoise) -> str | None:
+    """'node1: the kernel tick, 250 Hz (every 4 ms; on 2 of 2 cores' spectra, with its harmonics at 500, 750 Hz):
+    the tick, not an event.' when the node's stalls show a tick rate."""
+    if not node.tick_hz:
+        return None
+    seen = [c for c in node.cores if c.tick_lines]
+    harmonics = sorted({round(f / node.tick_hz) * node.tick_hz for c in seen for f in c.tick_lines} - {node.tick_hz})
+    spectra = f"; its line on {len(seen)} of {len(node.cores)} core(s)" if seen else ""
+    more = f", with its harmonics at {', '.join(hz(h) for h in harmonics)} Hz" if harmonics else ""
+    return (f"{node.node}: the kernel tick at {hz(node.tick_hz)} Hz ({every(node.tick_hz)}, measured from the "
+            f"stalls{spectra}{more}): the tick, not an event.")
+
+
+# Stalls listed by time in a "stalls, no period" sentence (the longest; the count says how many more).
+LISTED_STALLS = 6
+
+
+def stalls_sentence(core: CoreNoise) -> str | None:
+    """'node1 core 0: stalls, no period: 3 of 1 ms or more, at 932 ms (54.1 ms), ...' for a core whose
+    spectrum had lines its stalls do not recur at, or whose long stalls make no period."""
+    if not core.long_stalls or (core.periods and not core.unconfirmed):
+        return None
+    longest = sorted(sorted(core.long_stalls, key=lambda s: -s.lost_us)[:LISTED_STALLS], key=lambda s: s.at_ms)
+    listed = ", ".join(f"{s.at_ms:.0f} ms ({s.lost_us / 1e3:.1f} ms)" for s in longest)
+    rest = len(core.long_stalls) - len(longest)
+    lines = (f"; the spectrum's lines at {', '.join(hz(f) for f in core.unconfirmed)} Hz do not recur in the "
+             f"time domain" if core.unconfirmed else "")
+    return (f"{core.node} {core_label(core)}: stalls, no period: {len(core.long_stalls)} of 1 ms or more, "
+            f"{'the longest ' if rest else ''}at {listed}{f' and {rest} more' if rest else ''}{lines}.")
+
+
 def node_sentence(node: NodeNoise) -> str:
     worst = max(node.cores, key=lambda c: c.lost_fraction)
     return (f"{node.node}: efficiency {node.efficiency:.3f} over {len(node.cores)} core(s) and {node.iterations} "
@@ -169,6 +200,20 @@ def host_event(p: Period, prominence: float, where: str) -> str:
     return f"{what} on every core of {where} ({line}): the host's own, not one core's."
 
 
+def event_sentences(run: RunNoise) -> list[str]:
+    """The sentences of the periodic events a run names (the host's, then each core's): what the verdict
+    asks a person to look at. Efficiency, stalls and the tick are said in ``sentences`` only."""
+    events = host_events(run)
+    names = ", ".join(node.node for node in run.nodes)
+    out = [host_event(p, prom, names if where is None else where) for where, p, prom in events
+           if where is None or where in {n.node for n in run.nodes}]
+    for node in run.nodes:
+        skip = host_skip(events, node.node)
+        for core in node.cores:
+            out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+    return out
+
+
 def sentences(run: RunNoise) -> list[str]:
     """All findings of a run, node by node; the truncation first when data was lost."""
     out = [f"file cut short: {run.truncated}."] if run.truncated else []
@@ -179,6 +224,9 @@ def sentences(run: RunNoise) -> list[str]:
         out.extend(host_event(p, prom, node.node) for where, p, prom in events if where == node.node)
         skip = host_skip(events, node.node)
         out.append(node_sentence(node))
+        tick = tick_sentence(node)
+        if tick:
+            out.append(tick)
         if len(node.cores) == 1:
             out.append(f"{node.node}: one rank only, so its efficiency is 1 by definition; run one rank per core.")
         for core in node.cores:
@@ -187,4 +235,7 @@ def sentences(run: RunNoise) -> list[str]:
                            f"{core.detours_per_s:.0f} detours/s above {core.threshold_us:.1f} us, largest "
                            f"{core.max_detour_us:.0f} us.")
             out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+            said = stalls_sentence(core)
+            if said:
+                out.append(said)
     return out

@@ -6,6 +6,8 @@ data was lost. Anything else malformed raises InputError with one sentence.
 """
 from __future__ import annotations
 
+import gzip
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +81,11 @@ def read(path: Path) -> FwqRun:
     """Read an FWQ file; raise InputError when it is not one or holds no complete node."""
     path = Path(path)
     raw = inputs.read_bytes(path, "FWQ file")
+    if raw[:2] == b"\x1f\x8b":   # a run's artifacts keep it gzipped (noise.artifacts.keep_raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"{path} is a damaged gzip file: {err}") from None
     if not raw:
         raise InputError(f"{path} is empty: the FWQ run ended before rank 0 wrote anything")
     buffer = memoryview(raw)

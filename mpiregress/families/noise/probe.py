@@ -35,6 +35,11 @@ def iterations(seconds: float) -> int:
     return max(1000, int(seconds * 1e9 / QUANTUM_NS))
 
 
+def priority_label(priority: int | None) -> str:
+    """How FWQ was scheduled, as the report says it: 'normal' or 'SCHED_FIFO 10 (where allowed)'."""
+    return f"SCHED_FIFO {int(priority)} (where allowed)" if priority else "normal"
+
+
 def realtime(priority: int | None) -> list[str]:
     """Launch prefix giving a rank SCHED_FIFO ``priority`` where allowed (root), normal priority elsewhere."""
     if not priority:

@@ -1,0 +1,218 @@
+"""Injected OS noise at normal and real-time priority: named at its fundamental on its core? (prints a tally,
+asserts nothing).
+
+Starts its own local cluster (``--network namespaces``, 2 nodes, in a fresh folder under /tmp; FWQ
+runs on node1), builds FWQ by its Makefile and the injector ``benchmarks/noise_injector.c``, and runs
+FWQ as the product's FWQ check does on this system (checks/fwq.py, layout ``all_cores``, one rank per
+core, ``placement.ITERATIONS``, at normal priority: the local partition sets no fwq_realtime_priority).
+The injectors are started as an admin would: ``taskset -c CORE noise_injector PERIOD_MS SPIN_US S``
+(a daemon at normal priority) or ``chrt -f 10 taskset -c CORE ...`` (real time). Conditions: controls
+(no injector), then for each priority every ``--periods`` period alone on core 0 and the pairs
+``--pairs`` (the first period on core 0, the second on core 1). Every run is judged by the product's
+own analysis and findings (analysis.analyse, findings.host_events / one_core_events):
+
+- named: a source said as its core's event within one spectral bin (or 2 %) of 1000/period Hz;
+- missed: a source not named so (named at another period, on the other core, or not at all);
+- other: every other period the findings name (one core's or the host's), in any run, controls included.
+
+    python benchmarks/noise_injected.py --repeat 5 [--keep DIR]
+    python benchmarks/noise_injected.py --rejudge DIR     # the kept files, by the analysis as it is now
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _cluster import mpi_env, own_cluster
+from reframe.utility.cpuinfo import cpuinfo
+
+from mpiregress.cluster.local import LocalCluster
+from mpiregress.errors import InputError
+from mpiregress.families.noise import analysis, findings, fwqfile, placement, probe
+from mpiregress.model import systems
+from mpiregress.model.launch import KILL_ON_BAD_EXIT
+
+REPO = Path(__file__).resolve().parent.parent
+INJECTOR = REPO / "benchmarks" / "noise_injector.c"
+NODE = "node1"
+RT_PRIORITY = 10
+
+
+def build(work: Path) -> tuple[Path, Path]:
+    shutil.copytree(REPO / "checks" / "src" / "fwq", work / "fwq-src")
+    subprocess.run(["make", "-C", str(work / "fwq-src"), "MPICC=mpicc", "CFLAGS=-O2", f"PREFIX={work / 'prefix'}",
+                    "install"], check=True, capture_output=True, text=True, timeout=300)
+    injector = work / "noise_injector"
+    subprocess.run(["cc", "-O2", "-o", str(injector), str(INJECTOR)], check=True, capture_output=True, text=True)
+    return work / "prefix" / "bin" / "fwq", injector
+
+
+def spin_us(period_ms: float) -> int:
+    """1 ms up to a 27 ms period, 2 ms beyond (the issue's 1 ms every 13 ms and 2 ms every 90 ms)."""
+    return 1000 if period_ms < 50 else 2000
+
+
+def start(injector: Path, core: int, period_ms: float, realtime: bool) -> subprocess.Popen:
+    argv = (["chrt", "-f", str(RT_PRIORITY)] if realtime else []) + \
+        ["taskset", "-c", str(core), str(injector), f"{period_ms:g}", str(spin_us(period_ms)), "3600"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("noise_injector:"):
+        raise SystemExit(f"the injector did not start: {line}{proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def fwq_argv(fwq: Path, out: Path, prefix: list[str]) -> list[str]:
+    placed = placement.layout("all_cores", cpuinfo())
+    if isinstance(placed, placement.LayoutUnavailable):
+        raise SystemExit(placed.reason)
+    options = [o for o in placed.srun_options if o != "--exclusive"]
+    return (["salloc", "-N1", "-w", NODE, "--exclusive", "--time=5", "srun", "--mpi=pmix", KILL_ON_BAD_EXIT,
+             f"--ntasks={placed.tasks_per_node}", *options] + prefix
+            + [str(fwq), "-n", str(placement.ITERATIONS), "-o", str(out)])
+
+
+def judge(run: analysis.RunNoise, sources: list[tuple[int, float]]) -> tuple[int, int, list[str], str]:
+    """(named, missed, other periods said, detail) of one run; ``sources``: (core, period ms)."""
+    events = findings.one_core_events(run)
+    host = [(p, where) for where, p, _ in findings.host_events(run)]
+    named, used = 0, set()
+    for core, period in sources:
+        hz = 1000.0 / period
+        hit = next((i for i, (c, p) in enumerate(events) if c.cpu == core and i not in used
+                    and abs(p.frequency_hz - hz) <= max(1.0 / c.duration_s, 0.02 * hz)), None)
+        if hit is not None:
+            used.add(hit)
+            named += 1
+    other = [f"core{c.cpu}:{p.frequency_hz:g}" for i, (c, p) in enumerate(events) if i not in used]
+    other += [f"host:{p.frequency_hz:g}" for p, _ in host]
+    ticks = sorted({n.tick_hz for n in run.nodes if n.tick_hz})
+    eff = " ".join(f"{n.efficiency:.3f}" for n in run.nodes)
+    lost = " ".join(f"{c.lost_fraction:.0%}" for n in run.nodes for c in n.cores)
+    said = " ".join(f"core{c.cpu}:{p.frequency_hz:g}" for c, p in events) or "-"
+    return named, len(sources) - named, other, f"named {said}; tick {ticks or '-'}; eff {eff}; lost {lost}"
+
+
+def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
+             sources: list[tuple[int, float]], keep: Path | None) -> tuple[int, int, list[str], str] | None:
+    out = work / f"{name.replace(' ', '_').replace('+', 'and')}-{i}.fwq"
+    prefix = probe.realtime(systems.get("local").partitions[0].reframe.get("extras", {}).get("fwq_realtime_priority"))
+    done = subprocess.run(fwq_argv(fwq, out, prefix), env=mpi_env(cluster), capture_output=True, text=True,
+                          timeout=600, cwd=work)
+    if keep and out.exists():
+        shutil.copy(out, keep / out.name)
+    try:
+        run = analysis.analyse(fwqfile.read(out))
+    except (InputError, OSError) as err:
+        print(f"  lost: exit {done.returncode}: {err}; {done.stderr.strip()[-300:]}", flush=True)
+        return None
+    return judge(run, sources)
+
+
+def conditions(periods: list[float], pairs: list[tuple[float, float]],
+               priorities: tuple[str, ...] = ("normal", "fifo10")) -> list[tuple[str, bool, list]]:
+    out: list[tuple[str, bool, list]] = [("control", False, [])]
+    for realtime in [p == "fifo10" for p in priorities]:
+        tag = "fifo10" if realtime else "normal"
+        out += [(f"{tag} {p:g}ms@0", realtime, [(0, p)]) for p in periods]
+        out += [(f"{tag} {a:g}ms@0+{b:g}ms@1", realtime, [(0, a), (1, b)]) for a, b in pairs]
+        out.append((f"control after {tag}", False, []))
+    return out
+
+
+def print_tally(tally: list) -> None:
+    print(f"{'condition':>24} {'sources':>7} {'named':>5} {'missed':>6} {'other':>5} {'runs':>4} {'lost':>4}  "
+          f"other periods said")
+    for name, sources, named, missed, other, runs, lost, which in tally:
+        print(f"{name:>24} {sources:>7} {named:>5} {missed:>6} {other:>5} {runs:>4} {lost:>4}  {which or '-'}")
+
+
+def rejudge(folder: Path) -> int:
+    """The tally of every kept file (``--keep``), judged by the analysis as it is now."""
+    groups: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("*.fwq")):
+        groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
+    tally = []
+    for name, paths in groups.items():
+        sources = [(int(core), float(ms)) for ms, core in re.findall(r"(\d+(?:\.\d+)?)ms@(\d)", name)]
+        named = missed = 0
+        others: list[str] = []
+        for path in paths:
+            n, m, other, detail = judge(analysis.analyse(fwqfile.read(path)), sources)
+            named, missed = named + n, missed + m
+            others += other
+            print(f"{path.name}: named {n}/{len(sources)}, other {' '.join(other) or '-'}: {detail}", flush=True)
+        tally.append((name, len(sources) * len(paths), named, missed, len(others), len(paths), 0,
+                      " ".join(sorted(set(others)))))
+    print_tally(tally)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--periods", default="13,27,90,250")
+    parser.add_argument("--pairs", default="13:90,27:250")
+    parser.add_argument("--priorities", default="normal,fifo10", help="the injectors' priorities to run")
+    parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--rejudge", type=Path, default=None, help="judge the files kept in this folder, run nothing")
+    args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge)
+    periods = [float(p) for p in args.periods.split(",")]
+    pairs = [(float(a), float(b)) for a, b in (p.split(":") for p in args.pairs.split(",") if p)]
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    print(f"# FWQ on {NODE}, cores 0,1, -n {placement.ITERATIONS}, as the check runs here (normal priority); "
+          f"injectors: taskset, normal or chrt -f {RT_PRIORITY}", flush=True)
+    tally = []
+    loads: list[float] = []
+    with own_cluster(2, "noise-inj") as (cluster, work):
+        fwq, injector = build(work)
+        cluster.start()
+        for name, realtime, sources in conditions(periods, pairs, tuple(args.priorities.split(","))):
+            procs = [start(injector, core, period, realtime) for core, period in sources]
+            named = missed = lost = runs = 0
+            others: list[str] = []
+            try:
+                time.sleep(0.3)
+                for i in range(args.repeat):
+                    judged = run_once(cluster, fwq, work, name, i, sources, args.keep)
+                    loads.append(os.getloadavg()[0])
+                    runs += 1
+                    if judged is None:
+                        lost += 1
+                        continue
+                    n, m, other, detail = judged
+                    named, missed = named + n, missed + m
+                    others += other
+                    print(f"{name} {i}: named {n}/{len(sources)}, other {' '.join(other) or '-'}, load "
+                          f"{loads[-1]:.1f}: {detail}", flush=True)
+            finally:
+                for proc in procs:
+                    stop(proc)
+            tally.append((name, len(sources) * (runs - lost), named, missed, len(others), runs, lost,
+                          " ".join(sorted(set(others)))))
+    if loads:
+        print(f"# load average (1 min) after each run: min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
+              f"max {max(loads):.1f}")
+    print_tally(tally)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

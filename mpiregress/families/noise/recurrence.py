@@ -1,0 +1,226 @@
+"""The time domain's word on a spectral line: do the core's stalls really recur at that interval?
+
+A spectrum puts a line wherever the lost time has power; a few long stalls, or the time slices of
+other processes on a shared core, throw up lines that are no period (three stalls a second apart
+make a 3 Hz line, "every 334 ms", that never happened). A period is named only when the stalls
+themselves come back at it: over the run's cycles of that period, one phase of the cycle must hold a
+stall in most cycles (``MIN_HIT_SHARE``), clearly more often than a phase taken at random does
+(``MIN_CONTRAST``). The interval is refined here, within a spectral bin of the line's frequency:
+over hundreds of cycles a bin's error would smear the phase.
+
+The same test measures the kernel tick: the tick interrupts a busy core on every jiffy, so the
+tick's own interval (1/CONFIG_HZ) is the shortest of the usual rates at which every cycle holds a
+detour (``tick_hz``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpiregress.families.noise.fwqfile import RankData
+
+# A phase "holds a stall" within this share of the period (and at least TOLERANCE_NS): a daemon woken
+# by an absolute timer comes back within its wake-up latency, a fraction of its period.
+TOLERANCE_SHARE = 0.02
+# A period that is a whole number of ticks is held to the wider window: the tick's own phases crowd it
+# (benchmarks/noise_injected.py: 0.02 named a 27 ms real-time source in 5 of 5 runs that 0.08 missed, and
+# the wider window kept a control's 50 Hz, five ticks, from being named).
+TICK_MULTIPLE_TOLERANCE_SHARE = 0.08
+TOLERANCE_NS = 300_000
+# The period must recur in this share of its observable cycles (more than every other one: stalls a second
+# apart are no 2 Hz event), at least MIN_CYCLES of them ...
+MIN_HIT_SHARE = 0.6
+MIN_CYCLES = 4
+# ... and that share must exceed a random phase's by this much (a crowded core's stalls are everywhere).
+MIN_CONTRAST = 0.25
+# ... and be too many to be luck: the binomial tail of so many cycles at the random phase's rate (at least
+# MIN_CHANCE), against the ~10^3 phases, intervals and stall sizes tried per line.
+MAX_CHANCE = 1e-4
+MIN_CHANCE = 0.05
+# A fraction of the spectrum's frequency is the event's when its cycles hold a stall this much more often.
+FUNDAMENTAL_GAIN = 0.25
+# Candidate intervals tried across one spectral bin around the line.
+REFINE_STEPS = 21
+# Kernel tick rates (CONFIG_HZ) Linux is built with; the tick interrupts nearly every jiffy of a busy core.
+TICK_RATES = (1000.0, 300.0, 250.0, 100.0)
+TICK_HIT_SHARE = 0.8
+TICK_TOLERANCE_NS = 150_000
+# The tick's interrupt handler costs microseconds: a stall this long is something else (a daemon woken by a
+# 10 ms timer is no 100 Hz tick).
+TICK_MAX_US = 50.0
+TICK_SHORT_CONTRAST = 0.1
+# A stall: consecutive iterations over the detour threshold, merged when closer than this.
+MERGE_NS = 100_000
+# Stalls this long or longer are listed by time when a core has stalls but no period.
+LONG_STALL_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A run of detours: when it started (ms from the run's start) and the time it took away (us)."""
+
+    at_ms: float
+    lost_us: float
+
+
+# Stall sizes tried (us of lost time): the tick costs a few us, a daemon hundreds; each period is tested
+# on the stalls of each size and up, so a daemon's are not drowned in the tick's.
+SIZES_US = (0.0, 20.0, 200.0, 1000.0)
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """A core's stalls from its raw samples: start and end (ns from the run's start), lost time (us)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    lost_us: np.ndarray
+    duration_ns: float
+
+    def at_least(self, lost_us: float, below: float = np.inf) -> "Stalls":
+        keep = (self.lost_us >= lost_us) & (self.lost_us < below)
+        return Stalls(self.start[keep], self.end[keep], self.lost_us[keep], self.duration_ns)
+
+    def listed(self) -> list[Stall]:
+        return [Stall(float(a) / 1e6, float(lost)) for a, lost in zip(self.start, self.lost_us)]
+
+
+def core_stalls(data: RankData, threshold_ns: float) -> Stalls:
+    """Iterations ``threshold_ns`` over the median, merged into one stall when MERGE_NS apart or less."""
+    times = data.times_ns.astype(np.float64)
+    excess = times - float(np.median(times))
+    starts = data.start_times_ns().astype(np.float64)
+    index = np.flatnonzero(excess > threshold_ns)
+    duration = float(times.sum())
+    if not len(index):
+        return Stalls(np.zeros(0), np.zeros(0), np.zeros(0), duration)
+    first = np.concatenate(([0], np.flatnonzero(np.diff(starts[index]) > MERGE_NS) + 1))
+    last = np.concatenate((first[1:] - 1, [len(index) - 1]))
+    lost = np.add.reduceat(excess[index], first) / 1e3
+    return Stalls(starts[index[first]], starts[index[last]] + times[index[last]], lost, duration)
+
+
+def held(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
+         onsets: np.ndarray | None = None, tick_hz: float | None = None) -> tuple[float, float, int]:
+    """(best phase's share of observable cycles where a stall starts, the share chance gives, the best
+    phase's observable cycles).
+
+    A cycle is observable at a phase when FWQ was running there (no stall under way): a core lent to
+    another process cannot show when the event would have begun. A stall starting within
+    ``tolerance_ns`` of the phase holds the event in that cycle; ``onsets``: the starts that count (default:
+    every stall's), a subset of the stalls by size, while every stall keeps the core from being observed.
+    Chance is the median phase's share; for a period that is a whole number of ticks (``tick_hz``), also
+    at least the other ticks' phases': the tick (and the time slices the scheduler hands out on it) recurs
+    at every multiple of its own period, so an event there must stand out from the tick's other phases.
+    """
+    onsets = stalls.start if onsets is None else onsets
+    cycles = int(stalls.duration_ns // period_ns)
+    if cycles < MIN_CYCLES or not len(onsets):
+        return 0.0, 0.0, 0
+    k = np.arange(cycles, dtype=np.float64)
+
+    def share(phase: float) -> tuple[float, int]:
+        a = phase + k * period_ns - tolerance_ns
+        b = a + 2 * tolerance_ns
+        before = np.searchsorted(stalls.start, a, side="right") - 1
+        running = (before < 0) | (stalls.end[np.maximum(before, 0)] <= a)
+        starts = np.searchsorted(onsets, b, side="right") - np.searchsorted(onsets, a, side="left")
+        observable = int(running.sum())
+        return (float(((starts > 0) & running).sum()) / observable if observable >= MIN_CYCLES else 0.0), observable
+
+    phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
+    measured = [(share(phase), phase) for phase in np.arange(phases) * period_ns / phases]
+    (best, seen), at = max(measured, key=lambda m: m[0][0])
+    chance = float(np.median([m[0][0] for m in measured]))
+    ticks = period_ns * tick_hz / 1e9 if tick_hz else 0.0
+    if ticks >= 1.5 and abs(ticks - round(ticks)) <= 0.01 * ticks:
+        others = [share(at + j * 1e9 / tick_hz)[0] for j in range(1, int(round(ticks)))]  # type: ignore[operator]
+        chance = max(chance, float(np.median(others)))
+    return best, chance, seen
+
+
+def chance_of(share: float, cycles: int, chance: float) -> float:
+    """The probability that a phase taken at random holds a stall in ``share`` of ``cycles`` or more, each
+    cycle holding one with probability ``chance`` (at least MIN_CHANCE): the binomial tail."""
+    hits = int(round(share * cycles))
+    q = min(max(chance, MIN_CHANCE), 1.0)
+    return float(sum(math.comb(cycles, k) * q ** k * (1 - q) ** (cycles - k) for k in range(hits, cycles + 1)))
+
+
+def significant(share: float, chance: float, cycles: int, least: float = MIN_HIT_SHARE) -> bool:
+    """A phase holding stalls in ``share`` of ``cycles`` is an event's: most cycles, clearly above the random
+    phase's ``chance``, and too many to be luck over every phase, interval and size tried (MAX_CHANCE)."""
+    return share >= least and share - chance >= MIN_CONTRAST and chance_of(share, cycles, chance) <= MAX_CHANCE
+
+
+def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
+           tick_hz: float | None = None) -> bool:
+    """Do stalls of some size (SIZES_US) start at one phase of ``frequency_hz`` (refined within ``bin_hz``)
+    in most observable cycles, clearly more often than at a phase taken at random (or the tick's others)?"""
+    return hit_share(stalls, frequency_hz, bin_hz, steps, tick_hz) > 0
+
+
+def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
+              tick_hz: float | None = None) -> float:
+    """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence."""
+    if frequency_hz <= 0 or stalls.duration_ns * frequency_hz / 1e9 < MIN_CYCLES:
+        return 0.0
+    found = 0.0
+    for size in SIZES_US:
+        some = stalls.at_least(size).start
+        if len(some) < MIN_CYCLES:
+            break
+        for f in np.linspace(frequency_hz - bin_hz / 2, frequency_hz + bin_hz / 2, steps):
+            period = 1e9 / f
+            ticks = period * tick_hz / 1e9 if tick_hz else 0.0
+            share = TICK_MULTIPLE_TOLERANCE_SHARE if ticks >= 1.5 and abs(ticks - round(ticks)) <= 0.01 * ticks \
+                else TOLERANCE_SHARE
+            best, chance, cycles = held(stalls, period, min(max(share * period, TOLERANCE_NS), 0.25 * period),
+                                        onsets=some, tick_hz=tick_hz)
+            if significant(best, chance, cycles):
+                found = max(found, best)
+    return found
+
+
+def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
+                tick_hz: float | None = None) -> tuple[float, float]:
+    """(frequency, hit share) of the event the spectrum placed at ``frequency_hz``: that frequency, or a
+    fraction of it when the stalls recur there in clearly more cycles (a spectrum can read a slow train at
+    its second or third harmonic; the time domain sees only every second or third cycle hold it there).
+    (frequency_hz, 0) when it does not recur at all."""
+    share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
+    if not share:
+        return frequency_hz, 0.0
+    best = (frequency_hz, share)
+    for d in (2, 3, 4):
+        lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
+        if lower >= best[1] + FUNDAMENTAL_GAIN:
+            best = (frequency_hz / d, lower)
+    return best
+
+
+def tick_hz(stalls: Stalls) -> float | None:
+    """The kernel tick's rate as a core's stalls show it: the highest of TICK_RATES at which nearly every
+    observable cycle (TICK_HIT_SHARE) starts a stall at one phase, beyond chance; None when none does.
+
+    The tick's interrupt costs microseconds (stalls under TICK_MAX_US): at real time those alone show it. At
+    normal priority the scheduler also hands the core to other processes on the tick, so stalls of any
+    length start on it, and its short stalls need only stand above chance (TICK_SHORT_CONTRAST) there: a
+    daemon woken every 10 ms, whose stalls are all long, is no 100 Hz tick.
+    """
+    short = stalls.at_least(0.0, below=TICK_MAX_US).start
+    for rate in TICK_RATES:
+        period = 1e9 / rate
+        tolerance = min(TICK_TOLERANCE_NS, 0.15 * period)
+        # The tick's clock and CLOCK_MONOTONIC agree to far better than a part in 10^4: a few steps do.
+        for f in np.linspace(rate * (1 - 2e-4), rate * (1 + 2e-4), 5):
+            best, chance, cycles = held(stalls, 1e9 / f, tolerance, onsets=short)
+            if significant(best, chance, cycles, TICK_HIT_SHARE):
+                return rate
+            if best - chance >= TICK_SHORT_CONTRAST:
+                every, chance, cycles = held(stalls, 1e9 / f, tolerance)
+                if significant(every, chance, cycles, TICK_HIT_SHARE):
+                    return rate
+    return None

@@ -1,0 +1,91 @@
+"""Noise findings in the one verdict (summary.md's first lines, JUnit), the report's noise section per
+layout and method, and the raw FWQ file kept so the analysis can be re-run (issue 31)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from shared import REPO
+from test_noise_analysis import inject, quiet_core, write_fwq
+
+from mpiregress.families.noise import analysis, artifacts, findings, fwqfile, records
+from mpiregress.model.results import Result
+from mpiregress.report import noise as noise_report
+from mpiregress.report import summary, verdict_text
+from mpiregress.verdict import compose
+
+EVENT = "A 76.9 Hz event on core 0 on node1 (every 13 ms; spectral line 65x its background, 11 harmonics)."
+
+
+def fwq(layout: str, node: str, eff: float | None, method: str = "source", status: str = "pass", reason: str = "",
+        **conditions) -> Result:
+    return Result(system="local", partition="batch", method=method, benchmark="fwq",
+                  parameters={"node": node, "layout": layout}, metric="efficiency", unit="", value=eff,
+                  samples=[] if eff is None else [eff], status=status, reason=reason, conditions=conditions)
+
+
+def measured(events: list[str]) -> list[Result]:
+    said = ["node1: efficiency 0.700 over 2 core(s) and 300000 iterations; most time lost on core 0 (20.0%), "
+            "largest detour 1000 us.", *events]
+    return [fwq("all_cores", "node1", 0.70, findings=said, events=events, priority="normal",
+                nodes={"node1": {"cores": [{"cpu": 0, "lost_fraction": 0.2, "periods_hz": [76.92]},
+                                           {"cpu": 1, "lost_fraction": 0.1, "periods_hz": []}]}})]
+
+
+def test_a_named_event_is_the_verdicts_first_lines_and_a_junit_case() -> None:
+    found = measured([EVENT])
+    judged = compose.of_run(found)
+    assert judged.state == "needs a look"
+    top = verdict_text.markdown(judged, heading="##")
+    text = summary.markdown(found, "MPI regression: local", [], [], top=top)
+    head = text.splitlines()[:12]
+    assert head[2].startswith("## MPI performance: 👀 needs a look: 1 finding to look at (exit 5)"), head
+    assert any(EVENT in line and "| noise |" in line for line in head), head
+    assert "node1: efficiency 0.700" in text        # the efficiency as evidence beside it
+    junit = verdict_text.junit_xml(judged)
+    assert 'skipped message="needs a look (does not gate): ' + EVENT.replace('"', "&quot;") in junit
+
+
+def test_a_quiet_noise_run_passes_and_still_says_its_efficiency() -> None:
+    judged = compose.of_run(measured([]))
+    assert judged.state == "pass"
+    evidence = [f.sentence for f in judged.of(compose.EVIDENCE)]
+    assert evidence and evidence[0].startswith("node1: efficiency 0.700")
+
+
+def test_the_noise_section_shows_each_layout_measured_and_only_its_own_skip_reasons(tmp_path: Path) -> None:
+    rows = [*measured([EVENT]),
+            # Measured with no baseline: an error for the band, still a measurement to show.
+            fwq("one_free_per_socket", "node1", 1.0, status="error", reason="no baseline for it", cores=[0],
+                priority="normal"),
+            fwq("all_cores", "node1", None, method="eessi", status="skip", reason="no eessi build here"),
+            fwq("one_free_per_socket", "node1", None, method="eessi", status="skip", reason="no eessi build here"),
+            fwq("smt", "node1", None, status="skip", reason="the nodes have 1 hardware thread per core (SMT off)")]
+    (part,) = noise_report.experiments(rows)
+    assert part.efficiency == {"all_cores": 0.70, "one_free_per_socket": 1.0}
+    assert part.cores["all_cores"]["node1"] == ["core 0: 20.0% lost, periods 76.92 Hz", "core 1: 10.0% lost"]
+    html = str(noise_report.render(rows, tmp_path))
+    assert "skipped: no eessi build here" not in html
+    assert "also asked of eessi, not measured there: no eessi build here (eessi)" in html
+    assert "skipped: the nodes have 1 hardware thread per core (SMT off) (source)" in html
+    assert EVENT in html and "<td>normal</td>" in html and "no all-cores run to compare with" not in html
+
+
+def test_the_raw_file_is_kept_and_the_analysis_re_runs_on_it(tmp_path: Path) -> None:
+    cores = [quiet_core(7), inject(quiet_core(8), 13_000_000, 1_000_000)]
+    write_fwq(tmp_path / "fwq-all_cores.fwq", [("node1", cores)])
+    kept = artifacts.keep_raw(tmp_path / "fwq-all_cores.fwq", tmp_path / "artifacts")
+    assert kept.name == "fwq-all_cores.fwq.gz" and kept.stat().st_size < (tmp_path / "fwq-all_cores.fwq").stat().st_size
+    run = analysis.analyse(fwqfile.read(kept))
+    assert [(c.cpu, round(p.frequency_hz, 1)) for c, p in findings.one_core_events(run)] == [(1, 76.9)]
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "noise", "analyze", str(kept), "--out",
+                           str(tmp_path / "again")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "A 76.9 Hz event on core 1 on node1" in (tmp_path / "again" / "summary.txt").read_text()
+    (tmp_path / "bad.fwq.gz").write_bytes(kept.read_bytes()[:40])
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "noise", "analyze", str(tmp_path / "bad.fwq.gz"),
+                           "--out", str(tmp_path / "bad")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and "damaged gzip file" in done.stderr and "Traceback" not in done.stderr
+    assert records.BENCHMARK == "fwq" and np.isfinite(run.nodes[0].efficiency)
