@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpiregress.errors import ERROR, NEEDS_A_LOOK, OK, REGRESSION, InputError
+from mpiregress.errors import ERROR, NEEDS_A_LOOK, REGRESSION, InputError
 from mpiregress.model.series import SeriesKey
 from mpiregress.run.ab.plan import Side, check_comparable, interleaved_order, plan_run, sample_record
 from mpiregress.verdict import compose

@@ -161,25 +161,26 @@ def test_effect_and_interval_never_read_below_minus_100_percent(logs, metric):
 
 def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
     from mpiregress.model.systems import get
-    from mpiregress.run import conductor as runner
+    from mpiregress.run import options
+    from mpiregress.run.ab import looks as ab_looks
     from mpiregress.verdict.ab.sequential import schedule_of
 
     base = schedule_of(get("local"))
     assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 10)   # systems/local.yaml
-    opts = runner.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=7)
-    assert runner._ab_schedule(opts).look_sizes() == [5, 7]
+    opts = options.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=7)
+    assert ab_looks.ab_schedule(opts).look_sizes() == [5, 7]
     with pytest.raises(InputError, match="--ab-max-pairs 3 is below the 5 pairs of the first look"):
-        runner._ab_schedule(runner.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=3))
+        ab_looks.ab_schedule(options.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=3))
 
 
 def test_an_extra_round_selects_exactly_its_series_whatever_the_parameter_order():
     import re
 
-    from mpiregress.run import conductor as runner
+    from mpiregress.run.ab import looks as ab_looks
 
     key = paired.series_key(dict(system="local", partition="batch", method="source", placement="same_numa",
                                  metric="bandwidth"))
-    patterns = runner._ab_series_filter([key])
+    patterns = ab_looks.ab_series_filter([key])
     assert patterns[0] == "-n"
     chosen = re.compile(patterns[1])
     # ReFrame matches -n against the display name with its spaces removed.

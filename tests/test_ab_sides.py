@@ -159,8 +159,9 @@ def test_a_is_built_at_the_merge_base_with_its_own_toolchain(tmp_path):
 
 def test_a_lost_node_exits_3_and_keeps_what_was_measured(tmp_path):
     """Pairs 0-1 measured, then Slurm lost node1: exit 3 (worth a retry), every sample in the reports."""
-    from mpiregress.run import conductor as runner
     from mpiregress.run import folder as run_folder
+    from mpiregress.run import options
+    from mpiregress.run.ab import looks as ab_looks
 
     lost = "node lost: Slurm says 'srun: error: Node failure on node1'"
     found = []
@@ -170,10 +171,10 @@ def test_a_lost_node_exits_3_and_keeps_what_was_measured(tmp_path):
                 found.append(_sample(side, pair, 3.0 + 0.01 * pair))
             else:
                 found.append(_sample(side, pair, None, "error", f"{lost} ({side} step of pair {pair}, exit 1)"))
-    opts = runner.RunOptions(system="local", report_dir=tmp_path / "r", methods=["source"], ab_against="auto")
+    opts = options.RunOptions(system="local", report_dir=tmp_path / "r", methods=["source"], ab_against="auto")
     a = sides.FoundA(tmp_path / "a", "given", "A is the build in a (given with --ab-against)")
     with run_folder.RunFolder(opts.report_dir, "test") as folder:
-        code = runner._ab_verdict(found, opts, folder, {}, a)
+        code = ab_looks.ab_verdict(found, opts, folder, {}, a)
     assert code == 3
     kept = json.loads((opts.report_dir / "ab-samples.json").read_text())
     assert len(kept) == 10 and sum(r["value"] is not None for r in kept) == 4

@@ -5,7 +5,6 @@ import pytest
 import yaml
 
 from mpiregress.model import baselines
-from mpiregress.model.names import METRICS
 from mpiregress.model.results import pt2pt, pt2pt_key
 from mpiregress.verdict import cross_method as consistency
 

@@ -11,7 +11,6 @@ from mpiregress import cli
 from mpiregress.errors import ERROR, NEEDS_A_LOOK, OK, REGRESSION
 from mpiregress.history import store as history
 from mpiregress.model.baselines import SCHEMA, Reference
-from mpiregress.model.names import METRICS
 from mpiregress.model.results import Result, dump, pt2pt, pt2pt_key
 from mpiregress.verdict import compose
 from mpiregress.verdict import history_gate as gate

@@ -19,7 +19,6 @@ from mpiregress.families.links import judge, resultsfile
 from mpiregress.model import launch
 from mpiregress.model.results import Result
 from mpiregress.report import links as report_links
-from mpiregress.report import summary
 from mpiregress.run import reframe_report
 from mpiregress.verdict import band as verdict
 from mpiregress.verdict import compose

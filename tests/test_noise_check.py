@@ -149,14 +149,14 @@ def test_a_build_without_fwq_is_not_probed_and_the_conditions_say_so(tmp_path):
 
 def test_a_noise_run_refuses_a_build_without_fwq_before_any_job(tmp_path):
     from mpiregress.model import manifest
-    from mpiregress.run import conductor as runner
+    from mpiregress.run import on_demand_builds, options
 
     prefix = str(tmp_path / "prefix")
     manifest.write(manifest.Manifest(method="source", toolchain="2023b", osu_version="7.2", target="x86_64",
                                      prefix=prefix, bin_dir=f"{prefix}/{manifest.BIN_SUBDIR}"), tmp_path / "m")
-    opts = runner.RunOptions(system="local", report_dir=tmp_path / "r", families=["noise"])
+    opts = options.RunOptions(system="local", report_dir=tmp_path / "r", families=["noise"])
     with pytest.raises(InputError, match=r"no program 'fwq' \(built: none\); rebuild with 'mpiregress build'"):
-        runner.check_binaries(tmp_path / "m", ["source"], opts)
+        on_demand_builds.check_binaries(tmp_path / "m", ["source"], opts)
 
 
 @pytest.mark.slurm

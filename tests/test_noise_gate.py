@@ -16,13 +16,14 @@ import pytest
 import yaml
 from shared import REPO
 
-from mpiregress.errors import NEEDS_A_LOOK, OK, REGRESSION
+from mpiregress.errors import NEEDS_A_LOOK, REGRESSION
 from mpiregress.families.noise import probe, records
 from mpiregress.history import store as history
 from mpiregress.model import results
 from mpiregress.model.results import Result, pt2pt
 from mpiregress.report import noise as noise_report
 from mpiregress.run import conductor as runner
+from mpiregress.run import options
 from mpiregress.verdict import compose
 from mpiregress.verdict import history_gate as gate
 from mpiregress.verdict import node_noise as nodehistory
@@ -146,7 +147,7 @@ def test_repeat_auto_from_the_latest_node_noise(quiet_history: Path, monkeypatch
     k, why = nodehistory.auto_repeats({"batch/node1": 0.978, "batch/node2": 0.90}, 0.03, "h.sqlite")
     assert k == 20 and "batch/node2 at efficiency 0.900" in why and "11.1%" in why
     monkeypatch.setenv("MPIREGRESS_HISTORY_DB", str(quiet_history))
-    k, why = runner.choose_repeat(runner.RunOptions(system="local", report_dir=quiet_history.parent))
+    k, why = runner.choose_repeat(options.RunOptions(system="local", report_dir=quiet_history.parent))
     # 0.9781 -> spread 2.24 %: ceil((2 x 0.0224 / 0.03)^2) = 3
     assert k == 3 and "batch/node1 at efficiency 0.978" in why
 

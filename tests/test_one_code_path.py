@@ -16,7 +16,7 @@ from test_systems import _copy_checkout, _mpiregress
 
 from mpiregress.model import microarch, systems
 from mpiregress.paths import REPO_ROOT
-from mpiregress.run import conductor as runner
+from mpiregress.run import options, reframe_launch
 
 # A comparison with the name, or a lookup of the local system by name: what a branch on it looks like.
 NAME_BRANCH = re.compile(r"""(==|!=|\bin)\s*\(?\s*['"]local['"]|\.get\(\s*['"]local['"]\s*\)""")
@@ -71,9 +71,9 @@ def test_a_copy_of_local_yaml_reads_as_the_local_system(proving_systems):
 def test_lmod_is_initialised_by_the_modules_system_not_the_name(proving_systems, tmp_path, monkeypatch):
     init = tmp_path / "lmod-init.sh"
     init.write_text("# Lmod's bash init\n")
-    monkeypatch.setattr(runner, "LMOD_INIT", init)
+    monkeypatch.setattr(reframe_launch, "LMOD_INIT", init)
     env = {"PATH": "/usr/bin:/bin"}
-    commands = {name: runner._reframe_command(runner.RunOptions(system=name, report_dir=tmp_path / name,
+    commands = {name: reframe_launch.reframe_command(options.RunOptions(system=name, report_dir=tmp_path / name,
                                                                 families=["pt2pt"]), ["source"], env)
                 for name in ("proving", "local", "iris")}
     assert commands["iris"][:2] == ["bash", "-c"] and str(init) in commands["iris"][2]

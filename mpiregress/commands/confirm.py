@@ -25,8 +25,8 @@ from mpiregress.history.store import History, open_existing, read_results_file
 from mpiregress.model.names import PT2PT
 from mpiregress.model.results import Result
 from mpiregress.run import cancel, outputs
-from mpiregress.run.conductor import RunOptions
 from mpiregress.run.conductor import run as run_checks
+from mpiregress.run.options import RunOptions
 from mpiregress.verdict import compose
 from mpiregress.verdict.ab import confirm
 from mpiregress.verdict.history_gate import GateConfig, Verdict, judge, load_baselines

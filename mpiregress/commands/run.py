@@ -9,8 +9,8 @@ from mpiregress import paths
 from mpiregress.errors import InputError
 from mpiregress.model import toolchain
 from mpiregress.model.names import FAMILIES, SYSTEMS
-from mpiregress.run.conductor import RunOptions
 from mpiregress.run.conductor import run as run_checks
+from mpiregress.run.options import RunOptions
 from mpiregress.verdict import policy
 
 
