@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -46,3 +47,19 @@ def mpi_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_MCA_"))}
     env.update(cluster.client_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **extra)
     return env
+
+
+def start_announced(argv: list[str], banner: str, what: str) -> "subprocess.Popen[str]":
+    """Start a helper process (a noise injector) that prints ``banner...`` once it runs; exit if it does not."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith(banner):
+        raise SystemExit(f"the {what} did not start: {line}{proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+def stop_process(proc: "subprocess.Popen[str]") -> None:
+    """SIGTERM to a helper process started here, and wait for it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

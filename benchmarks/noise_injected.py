@@ -24,14 +24,13 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _cluster import mpi_env, own_cluster
+from _cluster import mpi_env, own_cluster, start_announced, stop_process
 from reframe.utility.cpuinfo import cpuinfo
 
 from mpiregress.cluster.local import LocalCluster
@@ -63,17 +62,7 @@ def spin_us(period_ms: float) -> int:
 def start(injector: Path, core: int, period_ms: float, realtime: bool) -> subprocess.Popen:
     argv = (["chrt", "-f", str(RT_PRIORITY)] if realtime else []) + \
         ["taskset", "-c", str(core), str(injector), f"{period_ms:g}", str(spin_us(period_ms)), "3600"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line.startswith("noise_injector:"):
-        raise SystemExit(f"the injector did not start: {line}{proc.stderr.read() if proc.stderr else ''}")
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+    return start_announced(argv, "noise_injector:", "injector")
 
 
 def fwq_argv(fwq: Path, out: Path, prefix: list[str]) -> list[str]:
@@ -204,7 +193,7 @@ def main() -> int:
                           f"{loads[-1]:.1f}: {detail}", flush=True)
             finally:
                 for proc in procs:
-                    stop(proc)
+                    stop_process(proc)
             tally.append((name, len(sources) * (runs - lost), named, missed, len(others), runs, lost,
                           " ".join(sorted(set(others)))))
     if loads:

@@ -86,14 +86,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _cluster import mpi_env, own_cluster
+from _cluster import mpi_env, own_cluster, start_announced, stop_process
 from reframe.utility.cpuinfo import cpuinfo
 
 from mpiregress.cluster.local import LocalCluster
@@ -132,17 +131,7 @@ def fwq_argv(fwq: Path, out: Path, prefix: list[str]) -> list[str]:
 
 def start_source(source: Path, period_ms: float, spin_us: int) -> subprocess.Popen:
     argv = [str(source), str(NOISE_CPU), str(int(period_ms * 1000)), str(spin_us), "36000", str(NOISE_PRIORITY)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line.startswith("noise_source:"):
-        raise SystemExit(f"the noise source did not start: {line}{proc.stderr.read() if proc.stderr else ''}")
-    return proc
-
-
-def stop_source(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+    return start_announced(argv, "noise_source:", "noise source")
 
 
 def periods_text(core: analysis.CoreNoise) -> str:
@@ -216,7 +205,7 @@ def main() -> int:
                           f"{loads[-1]:.1f}: {said}", flush=True)
             finally:
                 if noise:
-                    stop_source(noise)
+                    stop_process(noise)
             tally.append((name + (f" spin {spin} us" if spin else ""), right, found, args.repeat, lost))
     if loads:
         print(f"# load average (1 min) after each run: min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
