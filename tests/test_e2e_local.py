@@ -142,12 +142,14 @@ def test_build_the_nodes_cannot_execute_is_refused_before_launch(pipeline, tmp_p
     assert "SIGILL" in r["reason"]
 
 
-def test_a_requested_method_without_a_build_fails_instead_of_passing(pipeline, tmp_path):
-    # Spack is not among the local system's methods (no registry has it): nothing builds it here.
+def test_a_requested_method_that_cannot_build_here_is_not_available_never_a_pass(pipeline, tmp_path):
+    # Spack is among the local system's methods but not on this machine (no registry has it): the run says
+    # why and exits 4 (nothing could run here), never 0; the pipeline's build job exits 4 the same way.
     done = mpiregress(pipeline, "--methods", "spack", report_dir=tmp_path)
-    assert done.returncode == 2
-    assert "method spack was asked for but produced no measurement" in done.stderr
-    assert "no spack build here" in done.stderr
+    assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "spack build not available here: Spack is not available on this machine" in done.stdout
+    summary = (tmp_path / "summary.md").read_text()
+    assert "not available" in summary and "0 series measured" in summary
 
 
 def test_the_local_run_builds_and_measures_source_and_easybuild_side_by_side(pipeline, tmp_path):

@@ -122,11 +122,16 @@ def test_environment_allows_root_and_finds_lmod():
 
 
 def test_build_without_eb_is_not_available(tmp_path: Path):
-    """A runner without EasyBuild: exit 4 and the sentence (eb hidden from PATH; python still runs)."""
+    """A runner without EasyBuild: exit 4 and the sentence (eb hidden from PATH; python still runs).
+
+    The base interpreter with the package and its dependencies on PYTHONPATH: run from the venv, the CLI
+    would find the venv's own eb beside it (cli.tools_beside), as it should."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    env = dict(os.environ, PATH=str(bindir))
-    proc = subprocess.run([sys.executable, "-m", "mpiregress", "build", "--method", "easybuild", "--target",
+    site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    env = dict(os.environ, PATH=str(bindir), PYTHONPATH=os.pathsep.join([str(REPO_ROOT), site]))
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    proc = subprocess.run([str(base), "-m", "mpiregress", "build", "--method", "easybuild", "--target",
                            "broadwell", "--manifest-dir", str(tmp_path / "m")], capture_output=True, text=True,
                           env=env, timeout=60)
     assert proc.returncode == 4, proc.stderr

@@ -372,3 +372,12 @@ def test_the_input_hash_changes_with_each_input_and_only_then(tmp_path: Path):
     assert h(target="skylake") != first and h(sha256="b" * 64) != first and h(spack_version="0.23.1") != first
     (env / "spack.yaml").write_text("spack: {specs: [osu-micro-benchmarks@7.2 +cuda]}\n")
     assert h() != first
+
+
+def test_a_method_whose_tool_is_missing_is_unavailable_before_any_build(monkeypatch, tmp_path):
+    """What a run that measures other jobs' builds (the A/B job) asks: can this machine build with it at all."""
+    from mpiregress.builds import unavailable_reason
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert unavailable_reason("spack").startswith("Spack is not available on this machine: no 'spack' command")
+    assert unavailable_reason("source") is None     # plain make and mpicc: nothing to probe, it can try

@@ -60,3 +60,19 @@ def method(name: str) -> BuildMethod:
             raise   # a real bug inside the method module: let it show
         raise NotAvailableError(f"the {name} build method is not part of this installation") from None
     return cast(BuildMethod, module)
+
+
+def unavailable_reason(name: str) -> Optional[str]:
+    """Why build method ``name`` cannot build on this machine at all (its tool is missing: no ``spack``,
+    no ``eb``), in its own sentence; None when it can try. A method module says so with ``require_tools``.
+
+    A run that measures builds made by other jobs (the A/B job) skips such a method with this reason,
+    as a run that builds on demand does; a method that could build but left no manifest stays an error."""
+    check = getattr(method(name), "require_tools", None)
+    if check is None:
+        return None
+    try:
+        check()
+    except NotAvailableError as err:
+        return str(err)
+    return None

@@ -59,6 +59,10 @@ def require_eb() -> str:
     return common.require_command("eb", "EasyBuild", "pip install easybuild, or load the site's EasyBuild module")
 
 
+# What builds.unavailable_reason asks: can this machine build with this method at all.
+require_tools = require_eb
+
+
 def eb_environment(base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The environment ``eb`` runs in: ``base`` (default os.environ) plus what EasyBuild needs here.
 

@@ -59,6 +59,10 @@ def require_spack() -> str:
     return common.require_command("spack", "Spack", "source share/spack/setup-env.sh of a Spack installation first")
 
 
+# What builds.unavailable_reason asks: can this machine build with this method at all.
+require_tools = require_spack
+
+
 def check_version(version_output: str, tc: toolchain.Toolchain) -> str:
     """The Spack version from ``spack --version``; InputError when it is not one the environments support."""
     found = re.search(r"(\d+)\.(\d+)(?:\.\d+)?", version_output)

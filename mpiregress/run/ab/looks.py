@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from mpiregress.builds import unavailable_reason
 from mpiregress.errors import InputError
 from mpiregress.model import results
 from mpiregress.model.systems import get
@@ -174,14 +175,18 @@ def ab_verdict(loaded: list[results.Result], opts: RunOptions, folder: run_folde
             verdicts.append(paired.PairedVerdict(key=r.key(), verdict=r.status if r.status == "skip" else "error",
                                                  reason=r.reason or "nothing measured", basis="none",
                                                  metric=r.metric, unit=r.unit, nodes=tuple(r.nodelist)))
-    problems = summary.require_methods(loaded, opts.methods or [])
+    # A method that cannot build on this machine at all (no Spack here) is skipped with its reason, as in a
+    # run that builds on demand; one whose build could have run but left nothing measured is an error.
+    unavailable = {m: why for m in opts.methods or [] if (why := unavailable_reason(m))}
+    problems = summary.require_methods(loaded, [m for m in opts.methods or [] if m not in unavailable])
     event = opts.event if opts.event != "run" else "toolchain_mr"
     decided = compose.compose(event, compose.Evidence(paired=verdicts, causes=causes, problems=problems,
                                                       results=[r for r in loaded if r.status == "error"]))
     code = compose.exit_code(decided, opts.measure_only)
     title = f"A/B run: {opts.system}" + (f":{opts.partition}" if opts.partition else "")
     notes = [found_a.sentence + ("" if found_a.directory else ": no pairs, every series is judged by the "
-                                                               "history gate")] + list(rounds) + problems
+                                                               "history gate")] + list(rounds) + problems + [
+        f"{m} skipped: {why}" for m, why in unavailable.items()]
     section = ab_report.markdown(verdicts, causes)
     top = verdict_text.markdown(decided, heading="##", measure_only=opts.measure_only)
     folder.write("summary.md", f"# {title}\n\n{top}\n" + "".join(f"- {n}\n" for n in notes) + "\n" + section)
