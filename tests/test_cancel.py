@@ -250,7 +250,7 @@ def test_a_signal_before_the_command_runs_is_not_lost_and_says_cancelled():
 
 def test_a_sighup_its_starter_ignored_stays_ignored():
     """nohup asks to survive the terminal's hangup: the run honours it (SIGTERM and SIGINT still cancel)."""
-    code = ("import signal\nfrom mpiregress import cancel\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+    code = ("import signal\nfrom mpiregress.run import cancel\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
             "with cancel.signals_cancel():\n"
             "    print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, "
             "signal.getsignal(signal.SIGTERM) is cancel._on_signal)\n")

@@ -574,7 +574,10 @@ def test_real_schedule_runs_the_local_matrix_and_records_history(gitlab_ci_local
     assert done.returncode == 0, tail(done)
     jobs = LINT | LOCAL_BENCH | {"history:local", "proposal:local"}
     assert set(verdicts) == jobs, tail(done)
-    assert all(verdicts[job] == "PASS" for job in jobs - {"verdict:local"}), tail(done)
+    spack = "build:local:batch: [spack]"
+    assert all(verdicts[job] == "PASS" for job in jobs - {"verdict:local", spack}), tail(done)
+    # Spack's build job is an allowed failure (exit 4) where no Spack is on PATH: not available, never a pass.
+    assert verdicts[spack] == ("PASS" if shutil.which("spack") else "WARN"), tail(done)
     assert verdicts["verdict:local"] in ("PASS", "WARN"), tail(done)
     verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
     assert verdict["event"] == "schedule" and verdict["gating"] == ["history_gate", "links"], verdict
