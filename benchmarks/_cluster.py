@@ -16,7 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from reframe.utility.cpuinfo import cpuinfo
+
 from mpiregress.cluster.local import LocalCluster
+from mpiregress.families.noise import placement
+from mpiregress.model.launch import KILL_ON_BAD_EXIT
 
 
 def _stop_on_term(signum: int, frame: object) -> None:
@@ -63,3 +67,14 @@ def stop_process(proc: "subprocess.Popen[str]") -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def fwq_argv(fwq: Path, out: Path, prefix: list[str], node: str) -> list[str]:
+    """The noise check's launch (checks/fwq.py set_launch: every core of ``node``, one job of its own)."""
+    placed = placement.layout("all_cores", cpuinfo())
+    if isinstance(placed, placement.LayoutUnavailable):
+        raise SystemExit(placed.reason)
+    options = [o for o in placed.srun_options if o != "--exclusive"]
+    return (["salloc", "-N1", "-w", node, "--exclusive", "--time=5", "srun", "--mpi=pmix", KILL_ON_BAD_EXIT,
+             f"--ntasks={placed.tasks_per_node}", *options] + prefix
+            + [str(fwq), "-n", str(placement.ITERATIONS), "-o", str(out)])

@@ -30,14 +30,12 @@ import sys
 import time
 from pathlib import Path
 
-from _cluster import mpi_env, own_cluster, start_announced, stop_process
-from reframe.utility.cpuinfo import cpuinfo
+from _cluster import fwq_argv, mpi_env, own_cluster, start_announced, stop_process
 
 from mpiregress.cluster.local import LocalCluster
 from mpiregress.errors import InputError
 from mpiregress.families.noise import analysis, findings, fwqfile, placement, probe
 from mpiregress.model import systems
-from mpiregress.model.launch import KILL_ON_BAD_EXIT
 
 REPO = Path(__file__).resolve().parent.parent
 INJECTOR = REPO / "benchmarks" / "noise_injector.c"
@@ -65,16 +63,6 @@ def start(injector: Path, core: int, period_ms: float, realtime: bool) -> subpro
     return start_announced(argv, "noise_injector:", "injector")
 
 
-def fwq_argv(fwq: Path, out: Path, prefix: list[str]) -> list[str]:
-    placed = placement.layout("all_cores", cpuinfo())
-    if isinstance(placed, placement.LayoutUnavailable):
-        raise SystemExit(placed.reason)
-    options = [o for o in placed.srun_options if o != "--exclusive"]
-    return (["salloc", "-N1", "-w", NODE, "--exclusive", "--time=5", "srun", "--mpi=pmix", KILL_ON_BAD_EXIT,
-             f"--ntasks={placed.tasks_per_node}", *options] + prefix
-            + [str(fwq), "-n", str(placement.ITERATIONS), "-o", str(out)])
-
-
 def judge(run: analysis.RunNoise, sources: list[tuple[int, float]]) -> tuple[int, int, list[str], str]:
     """(named, missed, other periods said, detail) of one run; ``sources``: (core, period ms)."""
     events = findings.one_core_events(run)
@@ -100,7 +88,7 @@ def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
              sources: list[tuple[int, float]], keep: Path | None) -> tuple[int, int, list[str], str] | None:
     out = work / f"{name.replace(' ', '_').replace('+', 'and')}-{i}.fwq"
     prefix = probe.realtime(systems.get("local").partitions[0].reframe.get("extras", {}).get("fwq_realtime_priority"))
-    done = subprocess.run(fwq_argv(fwq, out, prefix), env=mpi_env(cluster), capture_output=True, text=True,
+    done = subprocess.run(fwq_argv(fwq, out, prefix, NODE), env=mpi_env(cluster), capture_output=True, text=True,
                           timeout=600, cwd=work)
     if keep and out.exists():
         shutil.copy(out, keep / out.name)

@@ -92,14 +92,12 @@ import sys
 import time
 from pathlib import Path
 
-from _cluster import mpi_env, own_cluster, start_announced, stop_process
-from reframe.utility.cpuinfo import cpuinfo
+from _cluster import fwq_argv, mpi_env, own_cluster, start_announced, stop_process
 
 from mpiregress.cluster.local import LocalCluster
 from mpiregress.errors import InputError
 from mpiregress.families.noise import analysis, findings, fwqfile, placement, probe
 from mpiregress.model import systems
-from mpiregress.model.launch import KILL_ON_BAD_EXIT
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "tests" / "noise_source" / "noise_source.c"
@@ -116,17 +114,6 @@ def build(work: Path) -> tuple[Path, Path]:
     source = work / "noise_source"
     subprocess.run(["cc", "-O2", "-o", str(source), str(SOURCE)], check=True, capture_output=True, text=True)
     return work / "prefix" / "bin" / "fwq", source
-
-
-def fwq_argv(fwq: Path, out: Path, prefix: list[str]) -> list[str]:
-    """The check's launch (checks/fwq.py set_launch) on one node of a job of its own."""
-    placed = placement.layout("all_cores", cpuinfo())
-    if isinstance(placed, placement.LayoutUnavailable):
-        raise SystemExit(placed.reason)
-    options = [o for o in placed.srun_options if o != "--exclusive"]
-    return (["salloc", "-N1", "-w", NODE, "--exclusive", "--time=5", "srun", "--mpi=pmix", KILL_ON_BAD_EXIT,
-             f"--ntasks={placed.tasks_per_node}", *options] + prefix
-            + [str(fwq), "-n", str(placement.ITERATIONS), "-o", str(out)])
 
 
 def start_source(source: Path, period_ms: float, spin_us: int) -> subprocess.Popen:
@@ -220,7 +207,7 @@ def run_once(cluster: LocalCluster, fwq: Path, work: Path, prefix: list[str], na
              hz: float | None, keep: Path | None) -> tuple[bool | None, bool | None, str]:
     """(right, found, each None when no file; what was found) of one FWQ run."""
     out = work / f"{name.replace(' ', '')}-{i}.fwq"
-    done = subprocess.run(fwq_argv(fwq, out, prefix), env=mpi_env(cluster), capture_output=True, text=True,
+    done = subprocess.run(fwq_argv(fwq, out, prefix, NODE), env=mpi_env(cluster), capture_output=True, text=True,
                           timeout=600, cwd=work)
     if keep and out.exists():
         shutil.copy(out, keep / out.name)

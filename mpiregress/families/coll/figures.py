@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 
-from mpiregress.errors import InputError  # noqa: E402
-from mpiregress.families.coll.sweep import Cell, format_size  # noqa: E402
+from mpiregress.errors import InputError
+from mpiregress.families.coll.sweep import Cell, format_size
+from mpiregress.families.pyplot import agg_pyplot
 
 
 def _grid(cells: Sequence[Cell]) -> tuple[list[int], list[int], str]:
@@ -48,7 +49,7 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note:
     ``note`` (e.g. "oversubscribed above 2 ranks") goes under the title."""
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
-    plt = _pyplot()
+    plt = agg_pyplot()
     sizes, nprocs, title = _grid(cells)
     names = list(algorithms)
     for c in cells:
@@ -84,7 +85,7 @@ def best_map(cells: Sequence[Cell], path: Path, algorithms: Sequence[str], note:
 def default_vs_best(cells: Sequence[Cell], path: Path, note: str = "") -> Path:
     """Draw how much slower (%) the default is than the best forced algorithm at each point."""
     from matplotlib.colors import TwoSlopeNorm
-    plt = _pyplot()
+    plt = agg_pyplot()
     sizes, nprocs, title = _grid(cells)
     grid = [[float("nan")] * len(sizes) for _ in nprocs]
     for c in cells:
@@ -108,14 +109,3 @@ def default_vs_best(cells: Sequence[Cell], path: Path, note: str = "") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def _pyplot():  # noqa: ANN202 - pyplot's module
-    """pyplot on the Agg backend, loaded at the first figure: matplotlib costs every command and check
-    that imports this module about a second of start-up otherwise (pyproject's banned-module-level-imports)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt

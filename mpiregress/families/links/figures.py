@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     pass
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from mpiregress.families.links.analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix  # noqa: E402
+from mpiregress.families.links.analysis import KINDS, METRICS, LinkAnalysis, node_matrix, rank_matrix
+from mpiregress.families.pyplot import agg_pyplot
 
 # Above this many ranks the heatmap shows the node x node matrix: a 10,000-rank
 # image is wider than any screen and costs seconds to render for nothing.
@@ -35,7 +36,7 @@ def _labels(ax, starts: list[int], names: list[str], size: int) -> None:
 def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
     """Latency and bandwidth matrices side by side; rank x rank with node labels, or node x node when large."""
     from matplotlib.colors import LogNorm
-    plt = _pyplot()
+    plt = agg_pyplot()
     by_rank = analysis.run.nranks <= MAX_RANK_HEATMAP and bool(np.all(np.diff(analysis.rank_node) >= 0))
     fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
     for ax, (metric, (unit, higher_better)) in zip(axes, METRICS.items()):
@@ -67,7 +68,7 @@ def heatmap(analysis: LinkAnalysis, path: Path) -> Path:
 
 def histogram(analysis: LinkAnalysis, path: Path) -> Path:
     """How many pairs at each latency and bandwidth, one colour per pair kind (log axes)."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     for ax, (metric, (unit, _)) in zip(axes, METRICS.items()):
         values = analysis.first[metric]
@@ -86,14 +87,3 @@ def histogram(analysis: LinkAnalysis, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
-
-
-def _pyplot():  # noqa: ANN202 - pyplot's module
-    """pyplot on the Agg backend, loaded at the first figure: matplotlib costs every command and check
-    that imports this module about a second of start-up otherwise (pyproject's banned-module-level-imports)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt

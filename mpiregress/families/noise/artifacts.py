@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mpiregress.errors import InputError
 from mpiregress.families.noise import analysis, findings, rtla
+from mpiregress.families.pyplot import agg_pyplot
 
 
 def core_table(run: analysis.RunNoise) -> str:
@@ -50,10 +51,7 @@ def kernel_side_by_side(run: analysis.RunNoise, rtla_text: str | None, reason: s
 
 def spectrum_figure(run: analysis.RunNoise, path: Path, max_hz: float = 1000.0) -> None:
     """One panel per core (the first 8): power of the lost-time signal, periods marked."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = agg_pyplot()
     cores = [c for n in run.nodes for c in n.cores][:8]
     fig, axes = plt.subplots(len(cores), 1, figsize=(8, 1.8 * len(cores) + 0.6), squeeze=False, sharex=True)
     for ax, core in zip(axes[:, 0], cores):
