@@ -56,6 +56,7 @@ def test_a_signal_ends_the_run_and_everything_it_started(built, tmp_path, sig, t
     assert seen.code == CANCELLED, seen.output[-1500:]
     assert seen.queue_empty_s is not None, f"job {job} of the run is still queued"
     assert seen.left_processes == [], f"processes left in the run's group: {seen.left_processes}"
+    assert seen.left_anywhere == [], f"processes left working in the run's folder: {seen.left_anywhere}"
     assert seen.state == "cancelled"
     assert seen.summary.startswith("# MPI regression run CANCELLED (exit 6)")
     assert seen.junit_error
@@ -91,6 +92,10 @@ def test_sigterm_then_sigkill_soon_after_leaves_nothing_and_says_cancelled(built
     assert status["state"] == "cancelled", status
     assert left == [], f"jobs of the run still queued {grace:g} s after SIGTERM was followed by SIGKILL: {left}"
     assert cancelrun.process_group_members(proc.pid) == []
+    deadline = time.monotonic() + 30
+    while cancelrun.processes_in(report_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cancelrun.processes_in(report_dir) == [], "processes of the run's jobs outlived their cancel"
 
 
 def test_a_run_killed_outright_leaves_jobs_that_mpiregress_cancel_ends(built, tmp_path):

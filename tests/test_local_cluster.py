@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mpiregress import cli
+from mpiregress.cluster import proctrack
 from mpiregress.cluster.local import LocalCluster, host_topology, slurm_reachable
 from mpiregress.model.microarch import host_target
 
@@ -305,6 +306,50 @@ def test_second_cluster_coexists_then_stops_by_pid(local_cluster: LocalCluster) 
         shutil.rmtree(state_dir, ignore_errors=True)
     # The session's cluster did not notice.
     assert local_cluster.status()["up"]
+
+
+def processes_named(marker: str) -> list[int]:
+    """PIDs of live processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found += [int(entry)] if running(int(entry)) else []
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slurm
+def test_a_process_whose_parent_died_ends_with_its_cancelled_job(local_cluster: LocalCluster,
+                                                                tmp_path: Path) -> None:
+    """The leftover a cancelled run's step-watch once was: re-parented to PID 1 before the cancel, out of
+    reach of Slurm's parentage tracking (proctrack/linuxproc). The step's freezer cgroup still holds it."""
+    if not proctrack.freezer_mounted():
+        pytest.skip(f"no cgroup v1 freezer at {proctrack.FREEZER}: the cluster tracks steps by parentage")
+    assert "ProctrackType=proctrack/cgroup" in local_cluster.slurm_conf.read_text()
+    marker = f"orphan-{os.getpid()}-{time.monotonic_ns()}"
+    script = tmp_path / "job.sh"
+    # The inner bash exits at once: its sleep is re-parented (to PID 1) while the job still runs.
+    script.write_text(f"#!/bin/sh\nbash -c 'exec -a {marker} sleep 300 &'\nsleep 300\n")
+    job = run(local_cluster, ["sbatch", "--parsable", "-N1", "-w", "node1", "-o", "/dev/null", str(script)],
+              cwd=tmp_path).stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_named(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        orphans = processes_named(marker)
+        assert orphans, "the job's detached process never started"
+        assert all(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] != str(os.getpid())
+                   for pid in orphans)
+        run(local_cluster, ["scancel", job])
+        deadline = time.monotonic() + 60
+        while processes_named(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_named(marker) == [], "a process of a cancelled job outlived it"
+    finally:
+        for pid in processes_named(marker):
+            os.kill(pid, 9)
 
 
 @pytest.mark.slurm

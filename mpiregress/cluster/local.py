@@ -36,7 +36,7 @@ from typing import Any, Optional
 import jinja2
 
 from mpiregress import paths
-from mpiregress.cluster import locks, netns
+from mpiregress.cluster import locks, netns, proctrack
 from mpiregress.errors import InfrastructureError, InputError, NotAvailableError
 from mpiregress.model import systems
 from mpiregress.model.microarch import host_target
@@ -245,6 +245,19 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def _kill(victims: list[int], timeout: float = 10) -> list[int]:
+    """SIGKILL ``victims`` by PID, in that order, and wait up to ``timeout`` s until they are gone."""
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(pid) for pid in victims):
+        time.sleep(0.05)
+    return victims
 
 
 def _not_searchable_by(folder: Path, user: pwd.struct_passwd) -> Optional[Path]:
@@ -555,7 +568,8 @@ class LocalCluster:
             "controller_addr": controller,
             "slurmctld_port": ports[0],
             # Job ids stay distinct between clusters on one host (see the template).
-            "first_job_id": ports[0] * 1000,
+            "first_job_id": ports[0] * proctrack.JOB_IDS_PER_CLUSTER,
+            "proctrack": proctrack.proctrack_type(),
             "munge_socket": self.munge_socket,
             "task_prolog": task_prolog,
             "state": self.state_dir, "etc": self.etc,
@@ -572,6 +586,7 @@ class LocalCluster:
         (self.etc / "plugstack.conf").write_text("# no SPANK plugins on the local cluster\n")
         # mpi/pmix's settings (every fence through the ring: the file says why); read beside slurm.conf.
         shutil.copyfile(TEMPLATE_DIR / "mpi.conf", self.etc / "mpi.conf")
+        (self.etc / "cgroup.conf").write_text(proctrack.cgroup_conf())
         self.info_file.write_text(json.dumps({
             **layout, "ports": {"slurmctld": ports[0], **{n: p for n, p in zip(self.node_names, ports[1:])}},
             "features": context["features"], "topology": topo}, indent=2) + "\n")
@@ -670,6 +685,7 @@ class LocalCluster:
                                       f"not stopped under it (use --force to stop it anyway)")
         if self._pid("slurmctld") is not None:
             self._cancel_jobs()
+        first_job_id = self._first_job_id()
         stopped = []
         # Reverse start order: slurmd first, munged (which the others need) last.
         for name in reversed(list(self.daemons())):
@@ -677,6 +693,8 @@ class LocalCluster:
             if pid is not None:
                 stopped.append(pid)
         stopped += self._kill_step_daemons()
+        if first_job_id is not None:
+            stopped += _kill(proctrack.job_processes(first_job_id))
         network = self.network
         if network is not None:
             network.down()
@@ -684,6 +702,13 @@ class LocalCluster:
         # The layout is no longer in force: the next cluster here follows systems/local.yaml.
         self.info_file.unlink(missing_ok=True)
         return stopped
+
+    def _first_job_id(self) -> Optional[int]:
+        """This cluster's first job id (slurm.conf's FirstJobId), None when it was never started here."""
+        try:
+            return int(json.loads(self.info_file.read_text())["ports"]["slurmctld"]) * proctrack.JOB_IDS_PER_CLUSTER
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def _stop_daemon(self, name: str, timeout: float) -> Optional[int]:
         """SIGTERM (then SIGKILL) daemon ``name`` by the PID in its pid file; the PID stopped, or None."""
@@ -779,16 +804,7 @@ class LocalCluster:
             return []
         children = _children_map()
         # Children first, so none is re-parented out of reach before it is signalled.
-        victims = [pid for stepd in stepds for pid in _descendants(stepd, children)] + stepds
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(_alive(pid) for pid in victims):
-            time.sleep(0.05)
-        return victims
+        return _kill([pid for stepd in stepds for pid in _descendants(stepd, children)] + stepds, timeout)
 
     def _cancel_jobs(self) -> None:
         """Cancel every job, and give the steps a moment to end, so no slurmstepd outlives slurmd."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from mpiregress.run.cancel import JOBS_FILE, JobRecord, process_group_members, queued_jobs
+from mpiregress.run.cancel import JOBS_FILE, JobRecord, cancel_jobs, process_group_members, queued_jobs
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -34,6 +34,7 @@ class Cancellation:
     queue_empty_s: Optional[float]     # seconds from the signal until no job of the run is queued
     exit_s: Optional[float]            # seconds from the signal until the run exited
     left_processes: list[int]          # PIDs still in the run's process group
+    left_anywhere: list[int]           # PIDs anywhere on the host working in the run's folder (its jobs' steps)
     state: str                         # status.json's state
     summary: str                       # summary.md's first line
     junit_error: bool                  # junit.xml holds the run's error
@@ -110,6 +111,25 @@ def output(proc: subprocess.Popen) -> str:
     return Path(proc.log.name).read_text(errors="replace")  # type: ignore[attr-defined]
 
 
+def processes_in(folder: Path) -> list[int]:
+    """Live processes on the host whose working folder is ``folder`` or under it: what the run's Slurm jobs
+    started (a job's steps work in its stage folder), whoever their parent is now."""
+    root = str(folder.resolve())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and (cwd == root or cwd.startswith(root + "/")):
+            found.append(int(entry))
+    return found
+
+
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``folder``: (size, mtime in ns)."""
     found = {}
@@ -145,6 +165,7 @@ def cancel(proc: subprocess.Popen, sig: signal.Signals, to_group: bool, slurm_en
     left = process_group_members(proc.pid)
     before = snapshot(report_dir)
     time.sleep(settle)
+    anywhere = processes_in(report_dir)
     after = snapshot(report_dir)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     try:
@@ -163,8 +184,8 @@ def cancel(proc: subprocess.Popen, sig: signal.Signals, to_group: bool, slurm_en
         jobs = JobRecord.read(report_dir / JOBS_FILE).jobs
     except OSError:
         jobs = []
-    return Cancellation(sig.name, to_group, code, queue_empty, exit_s, left, state, summary, junit_error, changed,
-                        jobs, output(proc))
+    return Cancellation(sig.name, to_group, code, queue_empty, exit_s, left, anywhere, state, summary, junit_error,
+                        changed, jobs, output(proc))
 
 
 def queue_ok(slurm_env: dict) -> bool:
@@ -184,6 +205,4 @@ def ensure_ended(proc: subprocess.Popen, slurm_env: dict, report_dir: Path) -> N
         proc.wait(timeout=30)
     tag = token(report_dir)
     if tag:
-        from mpiregress.run.cancel import cancel_jobs
-
         cancel_jobs(JobRecord.read(report_dir / JOBS_FILE).jobs, tag, slurm_env)
