@@ -603,7 +603,27 @@ def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
     assert recurrence.recurs(stalls, 50.0, 0.3, tick_hz=250.0)            # the time domain alone allows it
     found = (analysis.Period(100.0, 500.0, 8), analysis.Period(50.0, 160.0, 11))
     periods, _, refused = analysis.confirmed(found, stalls, 0.3, 250.0)
-    assert [p.frequency_hz for p in periods] == [100.0] and refused == (50.0,)
+    # The 50 Hz line's stalls recur at twice its rate as often (recurrence.faster): it is the 100 Hz event's.
+    assert [p.frequency_hz for p in periods] == [100.0] and refused == ()
+    assert recurrence.fundamental(stalls, 50.0, 0.3, 250.0)[0] == 100.0
+    # Without the 100 Hz event's line, the least-common-multiple rule still keeps 50 Hz from being a source.
+    alone, _, refused = analysis.confirmed((analysis.Period(50.0, 160.0, 11),), stalls, 0.3, 250.0)
+    assert [p.frequency_hz for p in alone] == [100.0] and refused == ()
+
+
+def test_a_daemon_on_the_ticks_time_slices_is_named_at_its_own_rate_not_at_the_beat() -> None:
+    """Woken every 13 ms but run on the 4 ms tick's slices, a daemon's stalls repeat exactly every 52 ms (the
+    least common multiple), a comb 19.2 Hz apart; its stalls recur every 13 ms in nearly every cycle."""
+    from mpiregress.families.noise import recurrence
+
+    times = inject(inject(quiet_core(15), 13_000_000, 1_000_000), 4_000_000, 3_000)
+    data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times)
+    stalls = recurrence.core_stalls(data, 2_000)
+    assert recurrence.tick_hz(stalls) == 250.0
+    frequency, share = recurrence.fundamental(stalls, 1000.0 / 52, 0.3, 250.0)
+    assert abs(frequency - 1000.0 / 13) < 0.3 and share >= recurrence.MIN_HIT_SHARE
+    # A rate the tick is no whole multiple of is left alone: its multiples may be held by other events' stalls.
+    assert recurrence.faster(stalls, 1000.0 / 90, 1.0, 0.3, 250.0) == (1000.0 / 90, 1.0)
 
 
 def test_the_nodes_tick_is_the_highest_rate_a_core_shows() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpiregress.families.noise import recurrence
 from mpiregress.families.noise.analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise, is_slow
 
 # Below this share of lost time a core is not worth a sentence of its own.
@@ -92,7 +93,11 @@ def shows(core: CoreNoise, p: Period) -> bool:
     # One line on two cores: within a spectral bin (lines are placed to a fraction of one), not the
     # 2 % of same_period, which at high orders would take a strong event's sidebands for the host's lines.
     bin_hz = resolution(core)
-    return sum(bool(np.any(np.abs(theirs - f) <= bin_hz)) for f in own) >= SHARED_LINES * len(own)
+    if sum(bool(np.any(np.abs(theirs - f) <= bin_hz)) for f in own) < SHARED_LINES * len(own):
+        return False
+    # Lines alone are not the event: a daemon pinned to one core leaves a line at its rate on the other core's
+    # spectrum (benchmarks/noise_injected.py, 250 ms at real time) whose stalls do not come back at it.
+    return core.stalls is None or recurrence.recurs(core.stalls, p.frequency_hz, bin_hz, tick_hz=core.tick_hz)
 
 
 def resolution(core: CoreNoise) -> float:

@@ -31,7 +31,7 @@ TICK_MULTIPLE_TOLERANCE_SHARE = 0.08
 TOLERANCE_NS = 300_000
 # The period must recur in this share of its observable cycles (more than every other one: stalls a second
 # apart are no 2 Hz event), at least MIN_CYCLES of them ...
-MIN_HIT_SHARE = 0.6
+MIN_HIT_SHARE = 0.75
 MIN_CYCLES = 4
 # ... and that share must exceed a random phase's by this much (a crowded core's stalls are everywhere).
 MIN_CONTRAST = 0.25
@@ -41,6 +41,11 @@ MAX_CHANCE = 1e-4
 MIN_CHANCE = 0.05
 # A fraction of the spectrum's frequency is the event's when its cycles hold a stall this much more often.
 FUNDAMENTAL_GAIN = 0.25
+# A multiple of a confirmed rate is the event's when its cycles hold a stall nearly as often (``faster``).
+MAX_MULTIPLE = 8
+MULTIPLE_SLACK = 0.05
+# The tick's rate over a beat's is a whole number within this (the spectrum's line is good to a part in 10^3).
+BEAT_RATIO_SLACK = 0.05
 # Candidate intervals tried across one spectral bin around the line.
 REFINE_STEPS = 21
 # Kernel tick rates (CONFIG_HZ) Linux is built with; the tick interrupts nearly every jiffy of a busy core.
@@ -198,6 +203,31 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
         lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
         if lower >= best[1] + FUNDAMENTAL_GAIN:
             best = (frequency_hz / d, lower)
+    return faster(stalls, *best, bin_hz, tick_hz)
+
+
+def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
+           tick_hz: float | None = None) -> tuple[float, float]:
+    """(frequency, hit share) of the event whose stalls recur at ``frequency_hz`` in ``share`` of its cycles:
+    the highest whole multiple of it (up to MAX_MULTIPLE, below the tick) at which they still recur as often.
+
+    Stalls that come back every period T also come back every 2T, 4T ...: the time domain confirms every
+    sub-multiple of an event's rate. The spectrum of a daemon at normal priority gives such a sub-multiple:
+    woken every 13 ms but run on the 4 ms tick's time slices, its stalls repeat exactly every 52 ms (the
+    least common multiple), a comb spaced 19.2 Hz whose fundamental is no event (benchmarks/noise_injected.py).
+    The event's own rate is the fastest at which nearly every cycle still holds a stall."""
+    best = (frequency_hz, share)
+    # Only the beat's signature: a rate the tick is a whole multiple of (250 Hz / 19.23 Hz = 13). Elsewhere a
+    # multiple may be held by another event's stalls (a 90 ms daemon's 30 ms by the host's 100 Hz timer).
+    if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
+        return best
+    for k in range(2, MAX_MULTIPLE + 1):
+        f = frequency_hz * k
+        if tick_hz and f >= tick_hz * (1 - 0.01):
+            break
+        higher = hit_share(stalls, f, bin_hz * k, tick_hz=tick_hz)
+        if higher >= share - MULTIPLE_SLACK:
+            best = (f, higher)
     return best
 
 
