@@ -10,10 +10,11 @@ import numpy as np
 from shared import REPO
 from test_noise_analysis import inject, quiet_core, write_fwq
 
+from mpiregress import report
 from mpiregress.families.noise import analysis, artifacts, findings, fwqfile, records
 from mpiregress.model.results import Result
+from mpiregress.report import html, summary, verdict_text
 from mpiregress.report import noise as noise_report
-from mpiregress.report import summary, verdict_text
 from mpiregress.verdict import compose
 
 EVENT = "A 76.9 Hz event on core 0 on node1 (every 13 ms; spectral line 65x its background, 11 harmonics)."
@@ -89,3 +90,12 @@ def test_the_raw_file_is_kept_and_the_analysis_re_runs_on_it(tmp_path: Path) -> 
                            "--out", str(tmp_path / "bad")], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 2 and "damaged gzip file" in done.stderr and "Traceback" not in done.stderr
     assert records.BENCHMARK == "fwq" and np.isfinite(run.nodes[0].efficiency)
+
+
+def test_a_noise_only_page_has_no_empty_point_to_point_panels(tmp_path: Path) -> None:
+    """The page of a `--families noise` run: the noise section, and one sentence where the point-to-point bars
+    would be (they were two empty panels)."""
+    page = html.render(report.build(measured([EVENT]), None, {}, results_source=str(tmp_path / "results.json")))
+    assert "No point-to-point check in this run." in page
+    assert '<h3>local/batch</h3><img' not in page
+    assert EVENT in page

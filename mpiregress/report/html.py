@@ -59,7 +59,9 @@ def render(data: ReportData, base: Optional[Path] = None) -> str:
     full, quiet = trend_panels.split(data, worthy)
     why = trend_panels.notable(data)
     for system, partition in data.systems():
-        if any((r.system, r.partition) == (system, partition) for r in data.results):
+        # Only where point-to-point ran: a noise- or links-only run would get two empty panels.
+        if any((r.system, r.partition) == (system, partition) and r.key().pt2pt_placement() is not None
+               for r in data.results):
             bar_figures.append(Figure(f"{system}/{partition}", figures.bars(data.results, by_key, system, partition)))
         for metric in METRICS:
             sweep = figures.sweeps(data.results, system, partition, metric, moved, levels)

@@ -94,7 +94,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 {% else %}<p class="empty">No history, so no change-point scan.</p>{% endif %}
 
 <h2>This run: placement × build method</h2>
-{% for fig in bar_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+{% for fig in bar_figures %}<h3>{{ fig.title }}</h3><img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% else %}<p class="empty">No point-to-point check in this run.</p>{% endfor %}
 
 <h2>Latency and bandwidth vs message size</h2>
 {% if sweep_figures %}
