@@ -147,7 +147,8 @@ class FwqNoiseCheck(OsuCheckBase):
                            'findings': findings.sentences(run),
                            'events': findings.event_sentences(run),
                            'rtla': '\n'.join(artifacts.kernel_side_by_side(run, rtla_text, rtla_reason)),
-                           'artifacts': self.artifacts_where()}
+                           'artifacts': self.artifacts_where(),
+                           'judged_by': records.JUDGED_BY}
         return True
 
     def measured_value(self):

@@ -12,10 +12,11 @@ from test_noise_analysis import inject, quiet_core, write_fwq
 
 from mpiregress import report
 from mpiregress.families.noise import analysis, artifacts, findings, fwqfile, records
+from mpiregress.model import baselines
 from mpiregress.model.results import Result
 from mpiregress.report import html, summary, verdict_text
 from mpiregress.report import noise as noise_report
-from mpiregress.verdict import compose
+from mpiregress.verdict import band, compose
 
 EVENT = "A 76.9 Hz event on core 0 on node1 (every 13 ms; spectral line 65x its background, 11 harmonics)."
 
@@ -27,16 +28,16 @@ def fwq(layout: str, node: str, eff: float | None, method: str = "source", statu
                   samples=[] if eff is None else [eff], status=status, reason=reason, conditions=conditions)
 
 
-def measured(events: list[str]) -> list[Result]:
-    said = ["node1: efficiency 0.700 over 2 core(s) and 300000 iterations; most time lost on core 0 (20.0%), "
+def measured(events: list[str], eff: float = 0.70) -> list[Result]:
+    said = [f"node1: efficiency {eff:.3f} over 2 core(s) and 300000 iterations; most time lost on core 0 (20.0%), "
             "largest detour 1000 us.", *events]
-    return [fwq("all_cores", "node1", 0.70, findings=said, events=events, priority="normal",
+    return [fwq("all_cores", "node1", eff, findings=said, events=events, priority="normal", cores=[0, 1],
                 nodes={"node1": {"cores": [{"cpu": 0, "lost_fraction": 0.2, "periods_hz": [76.92]},
                                            {"cpu": 1, "lost_fraction": 0.1, "periods_hz": []}]}})]
 
 
 def test_a_named_event_is_the_verdicts_first_lines_and_a_junit_case() -> None:
-    found = measured([EVENT])
+    found = measured([EVENT], eff=0.95)
     judged = compose.of_run(found)
     assert judged.state == "needs a look"
     top = verdict_text.markdown(judged, heading="##")
@@ -44,16 +45,29 @@ def test_a_named_event_is_the_verdicts_first_lines_and_a_junit_case() -> None:
     head = text.splitlines()[:12]
     assert head[2].startswith("## MPI performance: 👀 needs a look: 1 finding to look at (exit 5)"), head
     assert any(EVENT in line and "| noise |" in line for line in head), head
-    assert "node1: efficiency 0.700" in text        # the efficiency as evidence beside it
+    assert "node1: efficiency 0.950" in text        # the efficiency as evidence beside it
     junit = verdict_text.junit_xml(judged)
     assert 'skipped message="needs a look (does not gate): ' + EVENT.replace('"', "&quot;") in junit
 
 
 def test_a_quiet_noise_run_passes_and_still_says_its_efficiency() -> None:
-    judged = compose.of_run(measured([]))
+    judged = compose.of_run(measured([], eff=0.95))
     assert judged.state == "pass"
     evidence = [f.sentence for f in judged.of(compose.EVIDENCE)]
-    assert evidence and evidence[0].startswith("node1: efficiency 0.700")
+    assert evidence and evidence[0].startswith("node1: efficiency 0.950")
+
+
+def test_a_node_below_the_noise_floor_needs_a_look_without_any_event() -> None:
+    """0.70 of the cores kept, no period: the time is lost all the same (the issue's "pass: no finding")."""
+    judged = compose.of_run(measured([], eff=0.70))
+    assert judged.state == "needs a look"
+    (said,) = [f.sentence for f in judged.findings if f.state == "needs a look"]
+    assert said == ("node1: efficiency 0.700 over 2 cores, below the noise floor 0.90 (systems/local.yaml "
+                    "noise_floor): a job there loses 30% of its time to whatever else runs on the node")
+    # A band, where a site sets one, judges the efficiency itself.
+    banded = measured([], eff=0.70)
+    banded[0].reference = 0.6
+    assert compose.of_run(banded).state == "pass"
 
 
 def test_the_noise_section_shows_each_layout_measured_and_only_its_own_skip_reasons(tmp_path: Path) -> None:
@@ -99,3 +113,18 @@ def test_a_noise_only_page_has_no_empty_point_to_point_panels(tmp_path: Path) ->
     assert "No point-to-point check in this run." in page
     assert '<h3>local/batch</h3><img' not in page
     assert EVENT in page
+
+
+def test_a_noise_run_on_a_system_without_fwq_bands_is_judged_by_its_findings_not_an_error() -> None:
+    """The FWQ check says its records are judged by the noise analysis: with no band for them in the system's
+    baselines they are measured and judged (its events need a look), not "no baseline" errors; a band still
+    applies where a site sets one."""
+    refs = baselines.for_system("local", REPO / "baselines")
+    found = measured([EVENT])
+    found[0].conditions["judged_by"] = records.JUDGED_BY
+    band.apply_baselines(found, refs)
+    assert found[0].status == "pass", found[0].reason
+    assert compose.of_run(found).state == "needs a look"
+    unmarked = measured([EVENT])
+    band.apply_baselines(unmarked, refs)
+    assert unmarked[0].status == "error" and "no baseline for" in unmarked[0].reason

@@ -27,6 +27,7 @@ from mpiregress.verdict.ab.paired import PairedConfig
 from mpiregress.verdict.band import band_power
 from mpiregress.verdict.cross_method import Finding as CrossFinding
 from mpiregress.verdict.history_gate import Verdict
+from mpiregress.verdict.noise import floor_of
 from mpiregress.verdict.power import JUDGE_KEYS, Power, Target, from_conditions, target_for, targets_of
 
 if TYPE_CHECKING:   # the A/B package imports the history gate: no cycle at run time
@@ -343,9 +344,23 @@ def _noise(ev: Evidence) -> list[Finding]:
         subject = f"{r.system}/{r.partition} noise, {r.parameters.get('layout')} ({r.method})"
         events = [str(s) for s in r.conditions.get("events") or ()]
         out += [Finding("needs a look", "noise", subject, s) for s in events]
+        out += [Finding("needs a look", "noise", subject, s) for s in _below_floor(r)]
         out += [Finding(EVIDENCE, "noise", subject, str(s)) for s in r.conditions.get("findings") or ()
                 if str(s) not in events and not str(s).startswith("kernel cross-check")]
     return out
+
+
+def _below_floor(r: Result) -> list[str]:
+    """A node that kept less of its cores than the system's noise floor, where no band judged its efficiency
+    (a band, where a site sets one, says it itself): a job there loses that time whatever the cause. One rank
+    alone has efficiency 1 by definition and says nothing."""
+    floor = floor_of(r.system)
+    cores = r.conditions.get("cores") or ()
+    if r.reference is not None or r.value is None or len(cores) < 2 or r.value >= floor.efficiency:
+        return []
+    return [f"{r.parameters.get('node')}: efficiency {r.value:.3f} over {len(cores)} cores, below the noise floor "
+            f"{floor.efficiency:.2f} ({floor.source} noise_floor): a job there loses {1 - r.value:.0%} of its time "
+            f"to whatever else runs on the node"]
 
 
 def _changed(key: SeriesKey, ev: Evidence, rules: policy.Rules) -> bool:

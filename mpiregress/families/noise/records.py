@@ -17,6 +17,9 @@ from mpiregress.model.results import Result
 BENCHMARK = "fwq"
 LAYOUTS = ("all_cores", "one_free_per_socket", "smt")
 RECORDED = ("efficiency", "max_detour")
+# The run judges its own noise: an event or stalls are findings of the noise judge (verdict/noise.py), so a
+# system with no FWQ band in its baselines still has a verdict on them; a band, where a site sets one, applies.
+JUDGED_BY = "noise analysis: each core's stalls and events in the same run"
 
 
 def _values(node: NodeNoise) -> dict[str, float]:
@@ -43,7 +46,7 @@ def to_results(run: RunNoise, *, system: str, partition: str, method: str, layou
                 system=system, partition=partition, method=method, benchmark=BENCHMARK,
                 parameters={"node": node.node, "layout": layout}, metric=metric, unit=METRICS[metric].unit,
                 value=round(value, 6), status="pass", samples=[round(value, 6)], nodelist=[node.node],
-                conditions=node_conditions(node), **dict(context or {})))
+                conditions={**node_conditions(node), "judged_by": JUDGED_BY}, **dict(context or {})))
     return results
 
 
