@@ -99,6 +99,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <h2>Latency and bandwidth vs message size</h2>
 {% if sweep_figures %}
 {% for fig in sweep_figures %}<img alt="{{ fig.title }}" src="data:image/png;base64,{{ fig.png }}">{% endfor %}
+{% elif not bar_figures %}<p class="empty">No point-to-point check in this run.</p>
 {% else %}<p class="note">No message-size sweep in these results: only {{ sizes }} were measured, so there is no curve to draw. Run the checks with a size sweep to see one.</p>{% endif %}
 
 {% if coll %}
