@@ -261,3 +261,23 @@ def test_a_sighup_its_starter_ignored_stays_ignored():
             "signal.getsignal(signal.SIGTERM) is cancel._on_signal)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_a_run_killed_before_it_recorded_any_job_is_marked_cancelled_by_the_after_script(tmp_path):
+    """Killed outright while still reading its inputs: no slurm-jobs.txt, status.json "running" with a dead
+    PID. The after_script has nothing to cancel, and the folder says cancelled all the same."""
+    folder = tmp_path / "reports" / "local"
+    folder.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (folder / "status.json").write_text(json.dumps({"state": "running", "pid": dead.pid, "command": "mpiregress run",
+                                                    "started": "2026-11-26T18:00:00Z", "steps": []}))
+    done = subprocess.run([sys.executable, "-m", "mpiregress", "cancel", str(tmp_path / "reports"), "--wait", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("CI_")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the run there was killed outright; its status.json now says cancelled" in done.stdout
+    status = json.loads((folder / "status.json").read_text())
+    assert (status["state"], status["exit_code"]) == ("cancelled", CANCELLED), status
+    assert status["message"].startswith("killed outright") and "it had submitted no Slurm job" in status["message"]
+    assert (folder / "summary.md").read_text().startswith("# MPI regression run CANCELLED (exit 6)")

@@ -88,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
         confs = {c for c in (_conf(p) for p in records) if c and Path(c).exists()}
         for conf in sorted(confs) or [os.environ.get("SLURM_CONF", "")]:
             code = max(code, _ci_jobs(prefix, {**os.environ, **({"SLURM_CONF": conf} if conf else {})}))
+    # A run killed before it recorded any job (still reading its inputs, building) left a status.json that
+    # says "running" and nothing to cancel: its folder says cancelled all the same.
+    for status in sorted({p for root in roots if Path(root).is_dir()
+                          for p in [*Path(root).glob("status.json"), *Path(root).rglob("*/status.json")]}):
+        if not (status.parent / JOBS_FILE).exists():
+            _mark_dead(status.parent, "it had submitted no Slurm job")
     if not records:
         print(f"mpiregress cancel: no {JOBS_FILE} under {', '.join(map(str, roots))}: nothing to cancel")
         return code
