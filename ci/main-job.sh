@@ -22,11 +22,22 @@ for arg in "$@"; do
   previous="$arg"
 done
 
+# The previous main job's page is this job's to remove (the run refuses a folder holding an html/ that no
+# run wrote, and a failed run must not leave an earlier run's page behind); anything else in there stays,
+# and the run then says so and refuses.
+html_dir="$report_dir/html"
+if [ -d "$html_dir" ] && [ ! -L "$html_dir" ]; then
+  rm -f "$html_dir/report.html" "$html_dir/summary.md" "$html_dir/junit.xml"
+  rmdir "$html_dir" 2>/dev/null || true
+fi
+started="$(mktemp)"
+trap 'rm -f "$started"' EXIT
+
 code=0
 "$mpiregress" run --system local "$@" || code=$?
 
-html_dir="$report_dir/html"
-if [ -s "$report_dir/results.json" ]; then
+# Only this run's results: a run refused or failed before measuring leaves none of its own.
+if [ -s "$report_dir/results.json" ] && [ "$report_dir/results.json" -nt "$started" ]; then
   report_code=0
   # One measurement per series here (no --repeat): the report judges it as the run did, one sample
   # against the baselines band, instead of asking for the MR gate's three.
