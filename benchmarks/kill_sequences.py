@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
@@ -128,10 +129,16 @@ def end(way: str, proc: subprocess.Popen, folder: Path, env: dict[str, str]) -> 
         grace = float(way.split("@")[1].rstrip("s"))
         signal_group(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=grace)
+            proc.wait(timeout=max(grace - 0.5, 0.1))
+            proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
+            if grace >= 5:
+                # Where the run sat, printed into its output by its SIGUSR2 handler (faulthandler), before it dies.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGUSR2)
+                time.sleep(0.3)
             signal_group(proc.pid, signal.SIGKILL)
-            notes.append("SIGKILLed")
+            notes.append("SIGKILLed" + (" (its threads' stacks are at the end of its .out)" if grace >= 5 else ""))
     else:
         signal_group(proc.pid, signal.SIGKILL)
     try:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import faulthandler
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -92,6 +94,13 @@ def tools_beside() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # `kill -USR2 <pid>` prints where every thread of a command is (a run slow to answer a signal, a hang),
+    # from C, whatever the main thread is blocked in; nothing else sends it.
+    if sys.__stderr__ is not None:
+        try:
+            faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
+        except (ValueError, OSError):
+            pass   # no real stderr to print to (an embedding caller's): nothing to register
     # From the first line: a cancelling signal during the imports and option checks is not lost.
     with signals_cancel():
         try:

@@ -1,10 +1,14 @@
 """A command imports only its own module: the benchmark jobs call `guard` and `node-target` on every
 node of every check, and importing every command (matplotlib, SciPy, the A/B statistics) cost
 2-4 s per call, twice per check."""
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
+from shared import REPO
 
 from mpiregress import cli, commands
 
@@ -53,3 +57,15 @@ def test_the_run_command_and_the_check_files_load_no_plotting_or_scipy():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_sigusr2_prints_where_every_thread_of_a_command_is_and_it_carries_on() -> None:
+    """`kill -USR2 <pid>`: the stacks of a command that is slow to answer (from C, whatever its main thread is
+    blocked in), on stderr, and the command goes on to its own end."""
+    proc = subprocess.Popen([sys.executable, "-m", "mpiregress", "step-watch", "--limit", "60", "--", "sleep", "3"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    os.kill(proc.pid, signal.SIGUSR2)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out + err
+    assert "most recent call first" in err and "stepwatch.py" in err, err
