@@ -19,6 +19,28 @@ the status.json states (for KILL+new_run: the dead run's, as moved aside by the 
 
     setsid python benchmarks/kill_sequences.py [--runs 40] [--seed 32] [--max-minutes 60] [--ways W,...]
         [--earliest S] [--latest S] [--keep]
+
+A way with a grace of 5 s or more sends the run SIGUSR2 half a second before its SIGKILL: a run that has not
+answered SIGTERM by then prints where each of its threads sat (faulthandler) at the end of its .out.
+
+2026-11-26, real OSU 7.2, the local cluster with proctrack/cgroup, 42 runs each (load 1-7, beside the links
+and noise benchmarks). Seed 32: Slurm jobs left 0, processes left 0; one status.json "running" (SIGKILL at
+4.1 s, before the run recorded any job: the after_script then found no slurm-jobs.txt and left it; it now
+marks such a folder cancelled) and one run with no status.json (SIGHUP at 1.4 s, before the run had claimed
+its folder: "cancelled by SIGHUP", exit 6, nothing written into a folder it did not own). Seed 33:
+
+    way                runs  jobs left  procs left  status.json                     exit s (median/max)
+    SIGTERM              6       0          0       cancelled 6                     6.9 / 8.2
+    SIGINT               6       0          0       cancelled 6                     6.4 / 8.1
+    SIGHUP               6       0          0       cancelled 6                     6.5 / 7.6
+    TERM+KILL@2s         6       0          0       cancelled 6                     2.0 / 2.3
+    TERM+KILL@10s        6       1          6       cancelled 5, running 1          6.6 / 10.0
+    KILL+after_script    6       0          0       cancelled 6                     0.0 / 0.0
+    KILL+new_run         6       0          0       cancelled 5, not moved aside 1  0.0 / 0.0
+
+The TERM+KILL@10s run did not answer SIGTERM (at 34.2 s, mid-step, load about 7) within 10 s: no "cancelled",
+its job left RUNNING (batch script, srun, both osu_bw ranks) for the after_script. Not explained yet (the
+SIGUSR2 dump above is for the next time). "not moved aside": killed at 1.1 s, before it wrote anything.
 """
 from __future__ import annotations
 
