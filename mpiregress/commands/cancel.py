@@ -77,10 +77,15 @@ def _mark_dead(folder: Path, said: str) -> None:
         print(f"mpiregress cancel: {folder}: the run there was killed outright; its status.json now says cancelled")
 
 
+def _files_named(roots: list[Path], name: str) -> list[Path]:
+    """Every file ``name`` in one of ``roots`` or below it, sorted."""
+    return sorted({p for root in roots if Path(root).is_dir()
+                   for p in [*Path(root).glob(name), *Path(root).rglob(f"*/{name}")]})
+
+
 def run(args: argparse.Namespace) -> int:
     roots = args.folders or [paths.reports_dir()]
-    records = sorted({p for root in roots if Path(root).is_dir()
-                      for p in [*Path(root).glob(JOBS_FILE), *Path(root).rglob(f"*/{JOBS_FILE}")]})
+    records = _files_named(roots, JOBS_FILE)
     prefix = ci_prefix()
     code = OK
     if prefix:
@@ -90,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
             code = max(code, _ci_jobs(prefix, {**os.environ, **({"SLURM_CONF": conf} if conf else {})}))
     # A run killed before it recorded any job (still reading its inputs, building) left a status.json that
     # says "running" and nothing to cancel: its folder says cancelled all the same.
-    for status in sorted({p for root in roots if Path(root).is_dir()
-                          for p in [*Path(root).glob("status.json"), *Path(root).rglob("*/status.json")]}):
+    for status in _files_named(roots, "status.json"):
         if not (status.parent / JOBS_FILE).exists():
             _mark_dead(status.parent, "it had submitted no Slurm job")
     if not records:
