@@ -187,13 +187,18 @@ def test_the_schedule_keeps_the_weekly_issue_with_the_week_and_the_held_back_pro
     assert "- iris: iris/skylake easybuild same_numa bandwidth" not in lines
 
 
-def test_the_ab_jobs_b_side_is_the_mrs_measurement_when_no_run_job_ran(tmp_path, gl):
-    samples = ab_samples(step=0.0)
+def ab_job_results(tmp_path, samples) -> None:
+    """The A/B job's results.json in ``tmp_path/ab``: every sample a record of its side and pair."""
     kept = [pt2pt(s["system"], s["partition"], s["method"], s["placement"], s["metric"], s["value"],
                   nodelist=s["nodelist"], toolchain="2023b",
                   conditions={"ab_side": s["ab_side"], "ab_pair": s["ab_pair"]}) for s in samples]
     (tmp_path / "ab").mkdir()
     (tmp_path / "ab" / "results.json").write_text(dump(kept))
+
+
+def test_the_ab_jobs_b_side_is_the_mrs_measurement_when_no_run_job_ran(tmp_path, gl):
+    samples = ab_samples(step=0.0)
+    ab_job_results(tmp_path, samples)
     # No run job on a toolchain MR (ci/jobs/verdict.sh passes an empty results file).
     done = verdict(tmp_path, [], samples, mr_env(gl, 603), "--changed", str(_changed(tmp_path, "toolchains/x.yaml")))
     assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]
@@ -209,11 +214,7 @@ def test_the_ab_jobs_b_side_is_the_mrs_measurement_when_no_run_job_ran(tmp_path,
 
 def test_a_baselines_mr_measured_by_its_ab_job_alone_gates_on_the_changed_band(tmp_path, gl):
     samples = ab_samples(step=0.0)
-    kept = [pt2pt(s["system"], s["partition"], s["method"], s["placement"], s["metric"], s["value"],
-                  nodelist=s["nodelist"], toolchain="2023b",
-                  conditions={"ab_side": s["ab_side"], "ab_pair": s["ab_pair"]}) for s in samples]
-    (tmp_path / "ab").mkdir()
-    (tmp_path / "ab" / "results.json").write_text(dump(kept))
+    ab_job_results(tmp_path, samples)
     books = tmp_path / "baselines"
     books.mkdir()
     # The MR's new band: same_numa latency 0.5 us +- 10 %, which B's 2 us does not meet.
