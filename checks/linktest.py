@@ -109,13 +109,12 @@ class LinktestCheck(OsuCheckBase):
         # every pair again: the suspects and the healthy pairs in the same minutes, so the host's load
         # hits both. `mpiregress links enough` decides (exit 1: short), the analysis combines the rounds.
         t = self.thresholds
-        targets = [x for x in (t.node_target, t.link_target) if x]
-        if t.rounds <= 1 or not targets or t.ratio >= min(targets):
-            return []      # nothing to reach, or a ratio floor no round can bring under the target
-        judging = ['--ratio', str(t.ratio), '--z', str(t.z), '--statistic', t.statistic,
-                   '--metrics', ','.join(t.metrics), '--rounds', str(t.rounds)]
-        judging += ['--node-target', str(t.node_target)] if t.node_target else []
-        judging += ['--link-target', str(t.link_target)] if t.link_target else []
+        # A target under its own ratio floor no round can reach.
+        reachable = ((t.node_target and t.ratio < t.node_target)
+                     or (t.link_target and (t.link_ratio or t.ratio) < t.link_target))
+        if t.rounds <= 1 or not reachable:
+            return []
+        judging = t.cli_args()
         step = self.job.launcher.run_command(self.job)
         program = ' '.join(shlex.quote(a) for a in [self.executable] + args)
         return [

@@ -3,6 +3,7 @@ what its sentences quote, what the run could have seen (its power) and what it s
 of the system's target. No measured value decides a test here."""
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from mpiregress.cli import main as cli_main
+from mpiregress.commands import links as links_command
 from mpiregress.errors import InputError
 from mpiregress.families.links import analysis, resultsfile, series
 from mpiregress.families.links.resultsfile import PHASE_RETEST, PHASE_SERIAL, RECORD, LinkRun
@@ -272,3 +274,55 @@ def test_the_transient_line_quotes_its_worst_pair() -> None:
     said = [line for line in lines if "normal on re-test" in line]
     assert len(said) == 1 and re.search(r"\(transient; worst n2--n5 ranks 2-5: bandwidth 4\.\dx typical, "
                                         r"1\.\dx on re-test\)\.$", said[0]), said
+
+
+def _with_pair(run: LinkRun, x: int, y: int, first: float, again: float) -> LinkRun:
+    """Rank pair x-y ``first`` times slower than typical at its first measurement, ``again`` at its re-test."""
+    for records, factor in ((run.main, first), (run.retest, again)):
+        mine = (records["rank_a"] == x) & (records["rank_b"] == y)
+        records["bw_max_mbs"][mine] = 2000.0 / factor
+    return run
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_pair_under_the_link_ratio_beside_a_bad_node_names_no_link(seed: int) -> None:
+    # The proving ground's wrong names: node2 at a third, and one healthy pair of node1--node3 1.9x slow at
+    # first and 1.7x on re-test (its link's other pairs normal). With one ratio (1.5) for both, that pair
+    # named a link; a link rests on one pair, so systems/local.yaml asks 2x of it (link_ratio).
+    def run() -> LinkRun:
+        return _with_pair(bandwidth_run(HOSTS_4X2, 0.02, seed, every_link_of("node2", HOSTS_4X2, 1 / 3)),
+                          0, 5, 1.9, 1.7)
+    one_ratio = analysis.analyse(run(), thresholds=analysis.Thresholds(**LOCAL))
+    assert {s.link() for s in one_ratio.bad_links} == {"node1--node3"}
+    two = analysis.analyse(run(), thresholds=analysis.Thresholds(**LOCAL, link_ratio=2.0))
+    assert [b.node for b in two.bad_nodes] == ["node2"]
+    assert two.bad_links == []
+    # The node is still judged at the node's ratio, and the link's power is stated at its own floor.
+    assert two.power["bandwidth"][0] >= 2.0 > two.power["bandwidth"][1] >= 1.5
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_link_at_half_rate_as_the_proving_ground_saw_it_is_named_under_the_link_ratio(seed: int) -> None:
+    # A link really at half rate, seen at 2.5x first and 2.2x on re-test on its worst pair (its others the same).
+    run = bandwidth_run(HOSTS_4X2, 0.02, seed, {("node1", "node3"): 1 / 2.4})
+    run = _with_pair(run, 0, 5, 2.5, 2.2)
+    result = analysis.analyse(run, thresholds=analysis.Thresholds(**LOCAL, link_ratio=2.0))
+    assert result.bad_nodes == []
+    assert {s.link() for s in result.bad_links} == {"node1--node3"}
+
+
+def test_a_link_ratio_that_cannot_judge_is_one_sentence() -> None:
+    with pytest.raises(InputError, match="link_ratio must be a number above 1"):
+        analysis.Thresholds(link_ratio=1.0)
+
+
+def test_the_job_scripts_judging_options_are_the_thresholds_themselves() -> None:
+    # `links enough` in the job script judges each round with the partition's thresholds: what cli_args
+    # writes, the CLI reads back as the same thresholds.
+    site = systems.get("local").partitions[0].reframe["extras"]["links"]
+    thresholds = analysis.Thresholds.from_site(site)
+    assert thresholds.link_ratio == 2.0 and thresholds.ratio == 1.5
+    parser = argparse.ArgumentParser()
+    links_command._judging(parser)
+    parser.add_argument("results", nargs="*")
+    assert links_command._thresholds(parser.parse_args(thresholds.cli_args())) == thresholds

@@ -45,6 +45,9 @@ def _judging(p: argparse.ArgumentParser) -> None:
     """The judging's options (systems/<name>.yaml links: settings)."""
     defaults = analysis.Thresholds()
     p.add_argument("--ratio", type=float, default=defaults.ratio, help="slow: at least this many times worse")
+    p.add_argument("--link-ratio", type=float, default=None,
+                   help="a link is named when its pair is this many times worse, at first and on re-test "
+                        "(default: --ratio)")
     p.add_argument("--z", type=float, default=defaults.z, help="slow: and at least this many robust sigmas")
     p.add_argument("--statistic", choices=sorted(analysis.COLUMNS), default=defaults.statistic,
                    help="per-pair value judged (median of its iterations by default)")
@@ -59,7 +62,7 @@ def _judging(p: argparse.ArgumentParser) -> None:
 
 
 def _thresholds(args: argparse.Namespace) -> analysis.Thresholds:
-    return analysis.Thresholds(ratio=args.ratio, z=args.z, statistic=args.statistic,
+    return analysis.Thresholds(ratio=args.ratio, link_ratio=args.link_ratio, z=args.z, statistic=args.statistic,
                                metrics=analysis.metric_names(args.metrics), node_target=args.node_target,
                                link_target=args.link_target, rounds=args.rounds)
 

@@ -7,7 +7,9 @@ node or link under suspicion (``_references``: a fault on one node of four hurts
 inter-node pairs, and must not set the value it is compared with). A pair is slow in a metric when
 it is both ``ratio`` times worse than the typical pair AND ``z`` robust sigmas away
 (the ratio keeps a very tight kind from flagging harmless jitter, the z keeps a
-noisy kind from flagging its own spread).
+noisy kind from flagging its own spread). A link rests on one pair (its first measurement and its
+re-test) where a node rests on the median of its k pairs, so a system may ask more of a link
+(``link_ratio``, default ``ratio``).
 
 Attribution, per metric, one rule for every system (only the thresholds are data, per
 partition in systems/*.yaml):
@@ -61,7 +63,7 @@ MIN_KIND_PAIRS = 6
 
 
 # What a partition may set of the judging (systems/<name>.yaml links:); majority is the rule's own.
-SITE_SETTINGS = ("ratio", "z", "statistic", "metrics", "node_target", "link_target", "rounds")
+SITE_SETTINGS = ("ratio", "link_ratio", "z", "statistic", "metrics", "node_target", "link_target", "rounds")
 # One-sided normal quantile of the detection probability a power is stated at: a fault at the stated
 # power lands beyond the bar in 95 of 100 runs of this spread.
 POWER_QUANTILE = 1.645
@@ -91,6 +93,10 @@ class Thresholds:
     node_target: Optional[float] = None
     link_target: Optional[float] = None
     rounds: int = 1
+    # How many times worse a pair must be, at its first measurement and at its re-test, for its link to be
+    # named (None: ``ratio``). A node is judged on the median of its pairs, a link on one pair: on a host
+    # whose pairs wander between measurements a link needs the higher bar (systems/local.yaml says why).
+    link_ratio: Optional[float] = None
 
     def __post_init__(self) -> None:
         # A ratio of 1 or less, or a z of 0, would call every pair slow; one sentence instead.
@@ -99,6 +105,11 @@ class Thresholds:
                              f"worse than the typical one), found {self.ratio!r}")
         if isinstance(self.z, bool) or not isinstance(self.z, (int, float)) or not self.z > 0:
             raise InputError(f"the link judging's z must be a number above 0 (robust sigmas), found {self.z!r}")
+        link_ratio = self.link_ratio
+        if link_ratio is not None and (isinstance(link_ratio, bool) or not isinstance(link_ratio, (int, float))
+                                       or not link_ratio > 1):
+            raise InputError(f"the link judging's link_ratio must be a number above 1 (a pair is that many times "
+                             f"worse than the typical one for its link to be named), found {self.link_ratio!r}")
         if not isinstance(self.majority, (int, float)) or not 0 < self.majority < 1:
             raise InputError(f"the link judging's majority must be a fraction between 0 and 1, "
                              f"found {self.majority!r}")
@@ -116,6 +127,13 @@ class Thresholds:
         if not self.metrics or any(m not in METRICS for m in self.metrics):
             raise InputError(f"the link judging's metrics must name some of {', '.join(METRICS)}, "
                              f"found {', '.join(map(str, self.metrics)) or 'none'}")
+
+    def cli_args(self) -> list[str]:
+        """These thresholds as ``mpiregress links`` options (``links enough`` in a job script)."""
+        given = {"ratio": self.ratio, "link-ratio": self.link_ratio, "z": self.z, "statistic": self.statistic,
+                 "metrics": ",".join(self.metrics), "rounds": self.rounds, "node-target": self.node_target,
+                 "link-target": self.link_target}
+        return [part for name, value in given.items() if value is not None for part in (f"--{name}", str(value))]
 
     @classmethod
     def from_site(cls, links: Mapping[str, Any], **given: Any) -> "Thresholds":
@@ -446,6 +464,7 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
     # Not np.bincount: it would first copy the int8 codes of every pair into an intp array.
     kind_count = np.array([np.count_nonzero(kind == code) for code in range(len(KINDS))])
     floor = float(np.log(thresholds.ratio))
+    link_floor = float(np.log(thresholds.link_ratio or thresholds.ratio))
     exclude = count <= EXCLUDE_UP_TO_NODES
     link_key = np.minimum(na, nb).astype(np.int64) * count + np.maximum(na, nb)
     for metric, (_, higher_better) in METRICS.items():
@@ -510,7 +529,7 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         med_c, sig_c = _references(values, kind, kind_count, higher_better, clean)
         for code in np.flatnonzero(np.isfinite(med_c)):
             result.typical[(metric, KINDS[code])] = (float(med_c[code]), float(sig_c[code]), int(kind_count[code]))
-        bar = np.maximum(floor, thresholds.z * sig_c)              # per kind, log scale
+        bar = np.maximum(link_floor, thresholds.z * sig_c)              # per kind, log scale
         lr_c, z_c = _log_badness(values, med_c[kind], sig_c[kind], higher_better)
         with np.errstate(invalid="ignore"):
             candidate = clean & (lr_c >= bar[kind])
@@ -523,14 +542,14 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
                 med_l, sig_l = _references(values, kind, kind_count, higher_better, clean & ~own)
                 mine = np.flatnonzero(own & clean)
                 pair_med[mine], pair_sig[mine] = med_l[kind[mine]], sig_l[kind[mine]]
-                bar_l = np.maximum(floor, thresholds.z * sig_l)
+                bar_l = np.maximum(link_floor, thresholds.z * sig_l)
                 lr_l, _ = _log_badness(values[mine], med_l[kind[mine]], sig_l[kind[mine]], higher_better)
                 with np.errstate(invalid="ignore"):
                     candidate[mine] = lr_l >= bar_l[kind[mine]]
         idx = np.flatnonzero(candidate)
         ratio, z = _badness(values[idx], pair_med[idx], pair_sig[idx], higher_better)
         ratio2, _ = _badness(second[idx], pair_med[idx], pair_sig[idx], higher_better)
-        pair_bar = np.exp(np.maximum(floor, thresholds.z * pair_sig[idx]))
+        pair_bar = np.exp(np.maximum(link_floor, thresholds.z * pair_sig[idx]))
         target = thresholds.link_target or np.inf
         retested = np.isfinite(second[idx])
         with np.errstate(invalid="ignore"):
@@ -543,29 +562,30 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         result.slow_index[metric], result.slow_code[metric] = every[0][order].astype(np.int64), every[1][order]
         result.slow_ratio[metric], result.slow_ratio2[metric] = every[2][order], every[3][order]
         result.slow_z[metric], result.slow_typical[metric] = every[4][order], every[5][order]
-        result.power[metric] = _power(sig_c, kind, kind_count, a, b, n, floor, thresholds.z)
+        result.power[metric] = _power(sig_c, kind, kind_count, a, b, n, (link_floor, floor), thresholds.z)
     result.bad_nodes.sort(key=lambda node: (node.metric != "latency", node.node))
     return result
 
 
 def _power(sig_of: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, a: np.ndarray, b: np.ndarray,
-           n: int, floor: float, z: float) -> tuple[float, float]:
+           n: int, floors: tuple[float, float], z: float) -> tuple[float, float]:
     """(smallest link slowdown, smallest node slowdown) that lands beyond this run's bars in 95 of 100 runs,
     from the spread of the kind a fault between nodes is judged in (inter-node or its switch kinds, the
     one with most pairs; intra-node on a one-node run). A node's bar is on the median of its k pairs
-    between nodes (k: the typical rank's), whose spread is sigma * 1.25 / sqrt(k)."""
+    between nodes (k: the typical rank's), whose spread is sigma * 1.25 / sqrt(k). ``floors``: the link's and
+    the node's ratio, log scale."""
     judged = [code for code in range(len(KINDS)) if np.isfinite(sig_of[code])]
     if not judged:
         return float("inf"), float("inf")
     between = [code for code in judged if code != INTRA] or judged
     code = max(between, key=lambda c: kind_count[c])
     sigma = float(sig_of[code])
-    link = float(np.exp(max(floor, z * sigma) + POWER_QUANTILE * sigma))
+    link = float(np.exp(max(floors[0], z * sigma) + POWER_QUANTILE * sigma))
     mine = kind == code
     per_rank = np.bincount(a[mine], minlength=n) + np.bincount(b[mine], minlength=n)
     k = max(float(np.median(per_rank[per_rank > 0])) if (per_rank > 0).any() else 1.0, 1.0)
     spread = MEDIAN_SPREAD * sigma / np.sqrt(k)
-    node = float(np.exp(max(floor, z * spread) + POWER_QUANTILE * spread))
+    node = float(np.exp(max(floors[1], z * spread) + POWER_QUANTILE * spread))
     return link, node
 
 

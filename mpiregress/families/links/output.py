@@ -58,7 +58,9 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
         lines.append(f"input: {analysis.missing_pairs} of {run.expected_pairs} pairs were not measured.")
     lines.append(f"{run.nranks} ranks on {len(analysis.nodes)} nodes, {len(analysis.a)} pairs measured "
                  f"({'serial' if run.serial else 'parallel'}), {len(run.retest)} re-tested; slow means the "
-                 f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x and >= {t.z:g} robust sigmas worse "
+                 f"{t.statistic} of a pair's iterations is >= {t.ratio:g}x"
+                 + (f" (>= {t.link_ratio:g}x, first and on re-test, to name its link)" if t.link_ratio else "")
+                 + f" and >= {t.z:g} robust sigmas worse "
                  f"than the typical pair of the same kind (the median of the pairs not touching the node or link "
                  f"judged; a node's bar is on the median of its pairs)"
                  + ("." if set(t.metrics) >= set(METRICS) else f"; judged: {', '.join(t.metrics)} only."))
