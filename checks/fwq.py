@@ -23,7 +23,7 @@ from reframe.core.builtins import parameter, run_after, run_before, sanity_funct
 from reframe.core.exceptions import SanityError
 
 from mpiregress.errors import InputError
-from mpiregress.families.noise import artifacts, findings, outcome, placement, probe, records, rtla
+from mpiregress.families.noise import artifacts, findings, outcome, placement, power, probe, records, rtla
 from mpiregress.model.launch import KILL_ON_BAD_EXIT
 from mpiregress.model.names import METRICS
 from mpiregress.run.checkbase import OsuCheckBase
@@ -134,9 +134,14 @@ class FwqNoiseCheck(OsuCheckBase):
         except InputError as error:
             raise SanityError(str(error)) from None
         run, self.problems, self.measured = found.run, found.problems, []
+        samples = {n.name: n for n in (found.raw.nodes if found.raw else ())}
         for node in run.nodes:
+            # What this node's pass could have seen (families/noise/power.py), on the series the noise judge passes.
+            said = ({'conditions': {'power': power.node_power(samples[node.node], node).to_conditions()}}
+                    if node.node in samples else {})
             for metric, value in (('efficiency', node.efficiency), ('max_detour', node.max_detour_us)):
-                self.record({'node': node.node, 'layout': self.layout}, round(value, 6), metric)
+                self.record({'node': node.node, 'layout': self.layout}, round(value, 6), metric,
+                            **(said if metric == 'efficiency' else {}))
         rtla_text, rtla_reason = self.rtla_view()
         self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason)
         # The raw file beside the analysis: `mpiregress noise analyze` re-runs on it (docs/noise.md).

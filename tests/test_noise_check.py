@@ -103,6 +103,11 @@ def test_local_fwq_check_and_the_probe_in_a_benchmark_job(pipeline, tmp_path):  
     assert 0 < measured[("all_cores", "efficiency")]["value"] <= 1
     assert measured[("one_free_per_socket", "efficiency")]["value"] == 1.0      # one core left: one rank
     assert measured[("all_cores", "efficiency")]["parameters"] == {"node": "node1", "layout": "all_cores"}
+    # What each node's pass could have seen, measured on its own samples, and the verdict carries it.
+    stated = measured[("all_cores", "efficiency")]["conditions"]["power"]
+    assert stated["judge"] == "noise" and 0 < stated["detectable"] and "would have been named" in stated["how"]
+    assert "power" not in measured[("all_cores", "max_detour")]["conditions"]
+    assert [p for p in verdict["power"].values() if p["judge"] == "noise"]
     skipped = [r for r in rows if r["status"] == "skip" and r["parameters"].get("layout") == "smt"
                and r["method"] == "source"]
     assert skipped and "SMT off" in skipped[0]["reason"]

@@ -20,6 +20,7 @@ from mpiregress.families.noise import analysis, fwqfile
 class Outcome:
     run: analysis.RunNoise
     problems: list[str] = field(default_factory=list)
+    raw: fwqfile.FwqRun | None = None     # the samples analysed (what power.node_power measures on)
 
 
 def fwq_said(stderr: str) -> str:
@@ -36,7 +37,8 @@ def read(path: Path, stdout: str, stderr: str, cpus: Sequence[int], layout: str)
     if not path.exists():
         raise InputError(why or f"fwq wrote no result file {path.name}")
     try:
-        run = analysis.analyse(fwqfile.read(path))
+        raw = fwqfile.read(path)
+        run = analysis.analyse(raw)
     except InputError as err:
         raise InputError(f"{err}" + (f" ({why})" if why else "")) from None
     problems = []
@@ -48,4 +50,4 @@ def read(path: Path, stdout: str, stderr: str, cpus: Sequence[int], layout: str)
     if missing and not run.truncated:
         problems.append(f"no rank ran on core(s) {', '.join(map(str, missing))} of the {layout} layout: "
                         f"the binding was not the one asked for")
-    return Outcome(run, problems)
+    return Outcome(run, problems, raw)

@@ -1,0 +1,118 @@
+"""What a noise run could have seen: the smallest periodic event its own samples would have named.
+
+"No event" says nothing unless one knows what would have been named. The power is measured on the run's
+own samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's
+iterations as a real one lands (the iteration running when it fires is ``d`` longer, and every later one
+starts ``d`` later), and the core is analysed again: a line at 1/P in its lost-time spectrum
+(``analysis.dominant_periods``) whose stalls recur at 1/P in the time domain (``recurrence.hit_share``),
+the two things ``analysis.core_noise`` asks of a period. The smallest ``d`` on STALL_GRID_US that is named
+is the core's power at ``P``; a node's is its noisiest core's (the most time lost: the background an
+event must stand out from), over REFERENCE_PERIODS_MS (the fast and the slow of the daemons the noise
+benchmark injects). It is stated as the share of a core such an event steals (``d / P``): "could have
+seen >= 0.3 % here".
+
+Cost: about ten analyses of one core per node (a few seconds on the 2-core host), which is why one core
+per node and a 3-step refinement of the known frequency (the detector refines an unknown one over 21).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from mpiregress.families.noise import analysis, recurrence
+from mpiregress.families.noise.fwqfile import NodeData, RankData
+
+REFERENCE_PERIODS_MS = (13.0, 90.0)
+# 10 us to 9.9 ms in steps of 1.5x: the power is stated to within that step.
+STALL_GRID_US = tuple(round(10.0 * 1.5 ** k, 1) for k in range(18))
+# Where in the first period the first event fires (any phase that is not the run's start).
+PHASE = 0.37
+REFINE_STEPS = 3
+
+
+def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHASE) -> RankData:
+    """``data`` with an event of ``stall_ns`` every ``period_ns`` of wall time added to the iterations it hits."""
+    times = data.times_ns.astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(times)[:-1]))
+    total = int(times.sum())
+    fires = np.arange(phase * period_ns, total, period_ns)
+    # Each earlier event has pushed the run on by its stall: on the unstretched timeline the k-th lands k
+    # stalls earlier.
+    fires = fires - np.arange(len(fires)) * stall_ns
+    hit = np.searchsorted(starts, fires[(fires >= 0) & (fires < total)], side="right") - 1
+    stretched = times.copy()
+    np.add.at(stretched, hit, int(round(stall_ns)))
+    return replace(data, times_ns=np.minimum(stretched, np.iinfo(np.uint32).max).astype(np.uint32))
+
+
+def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
+             threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> bool:
+    """Would the analysis name an event at ``frequency_hz`` on this core: a spectral line there that the
+    core's stalls confirm by recurring at it?"""
+    freqs, power, lines = analysis.rank_spectrum(data)
+    if len(freqs) < 2:
+        return False
+    bin_hz = float(freqs[1] - freqs[0])
+    found = analysis.dominant_periods(freqs, power, lines=lines)
+    if not any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz) for p in found):
+        return False
+    stalls = recurrence.core_stalls(data, threshold_fraction * float(np.median(data.times_ns)))
+    return recurrence.hit_share(stalls, frequency_hz, bin_hz, steps=REFINE_STEPS, tick_hz=tick_hz) > 0
+
+
+def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None) -> float:
+    """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named (inf: none of them).
+
+    Bisection over the grid: a longer stall of the same period stands higher in both domains."""
+    low, high = -1, len(STALL_GRID_US)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if named_at(inject(data, period_ms * 1e6, STALL_GRID_US[mid] * 1e3), 1e3 / period_ms, tick_hz):
+            high = mid
+        else:
+            low = mid
+    return STALL_GRID_US[high] if high < len(STALL_GRID_US) else float("inf")
+
+
+@dataclass(frozen=True)
+class NodePower:
+    """The smallest periodic events one node's noisiest core would have named."""
+
+    node: str
+    cpu: int
+    stalls_us: dict[float, float]     # reference period (ms) -> smallest stall named (us; inf: none)
+
+    @property
+    def share(self) -> float:
+        """The largest share of a core stolen by the smallest event named, over the reference periods (an event
+        never named counts at the grid's largest stall: it could see nothing smaller)."""
+        return max(min(stall, STALL_GRID_US[-1]) / (period * 1e3) for period, stall in self.stalls_us.items())
+
+    def how(self) -> str:
+        """'a periodic event stealing that share of core 2 (its noisiest) every 13 ms (stalls >= 22 us) or 90 ms
+        (>= 256 us) would have been named, measured by adding it to this run's own samples'."""
+        said = []
+        for period, stall in self.stalls_us.items():
+            if stall == float("inf"):
+                said.append(f"{period:g} ms (not even with {STALL_GRID_US[-1] / 1e3:.1f} ms stalls)")
+            else:
+                size = f"{stall / 1e3:.1f} ms" if stall >= 1000 else f"{stall:.0f} us"
+                said.append(f"{period:g} ms ({'stalls ' if not said else ''}>= {size})")
+        return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
+                f"{' or '.join(said)} would have been named, measured by adding it to this run's own samples")
+
+    def to_conditions(self) -> dict[str, Any]:
+        """conditions["power"] of the node's records (verdict.power.Power's fields)."""
+        return {"judge": "noise", "detectable": round(self.share, 5), "scale": "relative", "target": None,
+                "how": self.how()}
+
+
+def node_power(node: NodeData, analysed: analysis.NodeNoise,
+               periods_ms: tuple[float, ...] = REFERENCE_PERIODS_MS) -> NodePower:
+    """The node's power, measured on its core that lost the most time."""
+    noisiest = max(range(len(analysed.cores)), key=lambda i: analysed.cores[i].lost_fraction)
+    data = node.ranks[noisiest]
+    return NodePower(node=node.name, cpu=data.cpu,
+                     stalls_us={p: smallest_stall_us(data, p, analysed.tick_hz) for p in periods_ms})

@@ -1,0 +1,112 @@
+"""What a noise run could have seen (families/noise/power.py): the smallest periodic event its own samples
+would have named, measured with the analysis's own detector. Constructed cores only (seeded): no measured
+value decides a test here."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpiregress.families.noise import analysis, findings, power
+from mpiregress.families.noise.fwqfile import NodeData, RankData
+from mpiregress.model.results import Result
+from mpiregress.verdict import compose
+
+QUANTUM = 10_000
+ITERATIONS = 200_000          # 2 s of 10 us quanta: 22 cycles of the slow reference period
+
+
+def quiet(seed: int, jitter: int = 200) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (QUANTUM + rng.integers(0, jitter, ITERATIONS)).astype(np.uint32)
+
+
+def contended(times: np.ndarray, seed: int, hits: int) -> np.ndarray:
+    """Random detours of 20 us to 1 ms at random iterations (other jobs' time slices)."""
+    rng = np.random.default_rng(seed)
+    out = times.astype(np.int64)
+    chosen = rng.choice(len(out), hits, replace=False)
+    out[chosen] += rng.integers(20_000, 1_000_000, hits)
+    return out.astype(np.uint32)
+
+
+def rank(times: np.ndarray, cpu: int = 0) -> RankData:
+    return RankData(rank=cpu, cpu=cpu, migrated=False, bound=True, quantum_ns=QUANTUM, start_ns=0, times_ns=times)
+
+
+def test_an_injected_event_fires_every_period_of_wall_time() -> None:
+    data = rank(quiet(1))
+    period, stall = 13e6, 50_000
+    stretched = power.inject(data, period, stall)
+    hit = np.flatnonzero(stretched.times_ns.astype(np.int64) - data.times_ns.astype(np.int64))
+    starts = stretched.start_times_ns()
+    # One event per period of the stretched run's own time, each in the iteration running when it fired.
+    assert len(hit) == int((starts[-1] - power.PHASE * period) // period) + 1
+    gaps = np.diff(starts[hit])
+    assert np.all(np.abs(gaps - period) <= 2 * (QUANTUM + 200 + stall))
+    assert int(stretched.times_ns.sum()) - int(data.times_ns.sum()) == len(hit) * stall
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_smallest_stall_named_is_where_the_analysis_starts_naming_the_event(seed: int) -> None:
+    # The reduced detector (a line at 1/P that the stalls confirm) against the analysis itself: the
+    # stall the power states is named by core_noise, the grid step below it is not.
+    data = rank(contended(quiet(seed), seed, 60))
+    period_ms = 13.0
+    smallest = power.smallest_stall_us(data, period_ms, None)
+    assert np.isfinite(smallest) and smallest > power.STALL_GRID_US[0]
+    below = power.STALL_GRID_US[power.STALL_GRID_US.index(smallest) - 1]
+
+    def named(stall_us: float) -> bool:
+        core = analysis.core_noise("n1", power.inject(data, period_ms * 1e6, stall_us * 1e3))
+        return any(abs(p.frequency_hz - 1e3 / period_ms) <= 0.02 * 1e3 / period_ms and findings.shows(core, p)
+                   for p in core.periods)
+    assert named(smallest)
+    assert not named(below)
+
+
+def test_a_noisier_core_could_see_less() -> None:
+    calm = rank(quiet(3))
+    busy = rank(contended(quiet(3), 3, 400))
+    for period_ms in power.REFERENCE_PERIODS_MS:
+        assert power.smallest_stall_us(busy, period_ms, None) > power.smallest_stall_us(calm, period_ms, None)
+
+
+def test_a_node_states_its_noisiest_cores_power_as_the_verdicts_power() -> None:
+    node = NodeData("node1", (rank(quiet(4), 0), rank(contended(quiet(5), 5, 400), 1)))
+    analysed = analysis.node_noise(node)
+    found = power.node_power(node, analysed)
+    assert found.cpu == 1            # the core that lost the most time
+    said = found.to_conditions()
+    stalls = [found.stalls_us[p] for p in power.REFERENCE_PERIODS_MS]
+    assert said["detectable"] == round(max(s / (p * 1e3) for s, p in zip(stalls, power.REFERENCE_PERIODS_MS)), 5)
+    assert said["how"].startswith(f"a periodic event stealing that share of core 1 (its noisiest) every 13 ms "
+                                  f"(stalls >= {stalls[0]:.0f} us) or 90 ms")
+    # The verdict carries it for the node's efficiency series and every surface shows its sentence.
+    result = Result(system="local", partition="batch", method="source", benchmark="fwq",
+                    parameters={"node": "node1", "layout": "all_cores"}, metric="efficiency", unit="",
+                    value=analysed.efficiency, status="pass", conditions={"power": said})
+    verdict = compose.of_run([result], [])
+    (stated,) = verdict.power.values()
+    assert stated.judge == "noise" and stated.sentence().startswith(f"could have seen >= {stated.amount()} here; "
+                                                                     f"a periodic event stealing that share")
+
+
+def test_an_event_never_named_up_to_the_grids_end_says_so() -> None:
+    found = power.NodePower("node1", 0, {13.0: float("inf"), 90.0: 256.3})
+    assert found.share == pytest.approx(power.STALL_GRID_US[-1] / 13e3)
+    assert found.how().startswith("a periodic event stealing that share of core 0 (its noisiest) every 13 ms (not "
+                                  "even with 9.9 ms stalls) or 90 ms (>= 256 us) would have been named")
+
+
+def test_a_node_short_of_a_noise_target_needs_a_look_never_passes() -> None:
+    # power: {noise: 0.001} in a system file: this node could only see events stealing 0.3 % of a core.
+    said = power.NodePower("node1", 1, {13.0: 22.5, 90.0: 256.3}).to_conditions()
+    result = Result(system="local", partition="batch", method="source", benchmark="fwq",
+                    parameters={"node": "node1", "layout": "all_cores"}, metric="efficiency", unit="",
+                    value=0.97, status="pass", conditions={"power": said})
+    short = compose.compose("run", compose.Evidence(results=[result], targets={"local": {"noise": 0.001}}))
+    assert short.state == "needs a look"
+    (looked,) = short.of("needs a look")
+    assert "could not see a 0.1% change at this noise (could see >= 0.3%)" in looked.sentence
+    met = compose.compose("run", compose.Evidence(results=[result], targets={"local": {"noise": 0.01}}))
+    assert met.state == "pass"
