@@ -34,6 +34,8 @@ from mpiregress.run.ab.plan import DEFAULT_PAIRS, Step, interleaved_order
 from mpiregress.run.checkbase import OsuCheckBase
 
 STEP_MARK = 'mpiregress-ab-step'
+# A pair whose B hit its time limit where A finished: the job measures no further pair (step_line).
+SETTLED_MARK = 'mpiregress-ab-settled'
 
 
 @rfm.simple_test
@@ -101,8 +103,21 @@ class OsuAbCheck(OsuCheckBase):
         stem = f'ab-{pair}-{side}'
         # The step's wall time (ms) goes with its exit code: a B step killed at its limit where A's finished
         # is a regression of at least limit / A's time (mpiregress.verdict.ab.paired), not a failed check.
-        return (f'_t0=$(date +%s%N); ( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; _rc=$?; '
-                f'echo "{STEP_MARK} {position} {pair} {side} $_rc $(( ($(date +%s%N) - _t0) / 1000000 ))"')
+        line = (f'_t0=$(date +%s%N); ( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; _rc=$?; '
+                f'echo "{STEP_MARK} {position} {pair} {side} $_rc $(( ($(date +%s%N) - _t0) / 1000000 ))"; '
+                f'_ab_rc_{pair}_{side}=$_rc')
+        if limit and self.closes_pair(position, pair):
+            # That pair settles the series: one such pair is the regression with its bound, and every further
+            # B step would spend the whole limit again (4 pairs of 400 s where A's took 30 s).
+            timed_out = ' || '.join(f'[ "$_ab_rc_{pair}_B" -eq {rc} ]'
+                                    for rc in (stepwatch.TIMED_OUT, stepwatch.KILLED))
+            line += (f'; if [ "$_ab_rc_{pair}_A" -eq 0 ] && {{ {timed_out}; }}; then _ab_settled={position}; '
+                     f'echo "{SETTLED_MARK} {position}"; fi')
+        return f'if [ -z "${{_ab_settled:-}}" ]; then {line}; fi'
+
+    def closes_pair(self, position, pair):
+        """Is the step at ``position`` the later of its pair's two?"""
+        return position == max(p for p, q, _ in self.ab_order if q == pair)
 
     def step_limit(self):
         """Seconds a step may take (0: unbounded). The partition's step timeout bounds the two-node step's
@@ -168,12 +183,16 @@ class OsuAbCheck(OsuCheckBase):
         # measured before it; each step is judged from its own output files instead.
         out, _ = self.read_job_output()
         codes = {}
+        settled = None
         for line in out.splitlines():
             fields = line.split()
             if len(fields) in (5, 6) and fields[0] == STEP_MARK:
                 codes[int(fields[1])] = (int(fields[4]), int(fields[5]) if len(fields) == 6 else None)
+            elif len(fields) == 2 and fields[0] == SETTLED_MARK:
+                settled = int(fields[1])
+        # Steps after a settling pair were not wanted, not lost: they are no samples at all.
         self.measured = [self.step_sample(position, pair, side, *codes.get(position, (None, None)))
-                         for position, pair, side in self.ab_order]
+                         for position, pair, side in self.ab_order if settled is None or position <= settled]
         if not any(m['status'] == 'pass' for m in self.measured):
             raise SanityError(f'no A/B step measured: {self.measured[0].get("reason", "?")}')
         return True

@@ -75,7 +75,10 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
         a_step = ">ab-" in line and "-A.out" in line
         assert ("export OMPI_MCA_mpi_yield_when_idle=0" in line) == a_step, line
         # Each step: its wall time taken around a subshell that clears the other side's variables first.
-        assert line.startswith("_t0=$(date +%s%N); ( unset OMPI_MCA_mpi_yield_when_idle;"), line
+        assert line.startswith('if [ -z "${_ab_settled:-}" ]; then _t0=$(date +%s%N); '
+                               '( unset OMPI_MCA_mpi_yield_when_idle;'), line
+        # A one-node step has no time limit: no pair of this series can settle it early.
+        assert "mpiregress-ab-settled" not in line, line
     # The verdict, in every report.
     summary = (report / "summary.md").read_text()
     assert "A/B on the same nodes" in summary and "local/batch source same_numa latency" in summary
@@ -131,6 +134,10 @@ def test_a_b_step_killed_at_its_time_limit_is_a_toolchain_regression_not_an_erro
     finished = [r for r in a_side if r["status"] == "pass"]
     assert finished and all(r["ab_seconds"] > 0 for r in finished), a_side
     assert all(r["ab_timed_out"] and r["ab_step_limit"] == 60 for r in b_side), b_side
+    # A pair whose B hit the limit where its A finished settles the series: no further pair is measured
+    # (each further B step would spend the whole limit again).
+    (first_a,) = [r for r in a_side if r["ab_pair"] == 0]
+    assert {r["ab_pair"] for r in samples} == ({0} if first_a["status"] == "pass" else {0, 1}), samples
     record = json.loads((report / "verdict.json").read_text())
     [finding] = [f for f in record["findings"] if f["state"] == "regression"]
     assert "hit its 60 s time limit" in finding["sentence"] and "at least" in finding["sentence"]
