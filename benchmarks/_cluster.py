@@ -69,7 +69,7 @@ def stop_process(proc: "subprocess.Popen[str]") -> None:
         proc.wait(timeout=10)
 
 
-def fwq_argv(fwq: Path, out: Path, prefix: list[str], node: str) -> list[str]:
+def fwq_argv(fwq: Path, out: Path, prefix: list[str], node: str, iterations: int = placement.ITERATIONS) -> list[str]:
     """The noise check's launch (checks/fwq.py set_launch: every core of ``node``, one job of its own)."""
     placed = placement.layout("all_cores", cpuinfo())
     if isinstance(placed, placement.LayoutUnavailable):
@@ -77,4 +77,4 @@ def fwq_argv(fwq: Path, out: Path, prefix: list[str], node: str) -> list[str]:
     options = [o for o in placed.srun_options if o != "--exclusive"]
     return (["salloc", "-N1", "-w", node, "--exclusive", "--time=5", "srun", "--mpi=pmix", KILL_ON_BAD_EXIT,
              f"--ntasks={placed.tasks_per_node}", *options] + prefix
-            + [str(fwq), "-n", str(placement.ITERATIONS), "-o", str(out)])
+            + [str(fwq), "-n", str(iterations), "-o", str(out)])

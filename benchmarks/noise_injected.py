@@ -112,10 +112,11 @@ def judge(run: analysis.RunNoise, sources: list[tuple[int, float]]) -> tuple[int
 
 
 def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
-             sources: list[tuple[int, float]], keep: Path | None) -> tuple[int, int, list[str], str] | None:
+             sources: list[tuple[int, float]], keep: Path | None,
+             iterations: int = placement.ITERATIONS) -> tuple[int, int, list[str], str] | None:
     out = work / f"{name.replace(' ', '_').replace('+', 'and')}-{i}.fwq"
     prefix = probe.realtime(systems.get("local").partitions[0].reframe.get("extras", {}).get("fwq_realtime_priority"))
-    done = subprocess.run(fwq_argv(fwq, out, prefix, NODE), env=mpi_env(cluster), capture_output=True, text=True,
+    done = subprocess.run(fwq_argv(fwq, out, prefix, NODE, iterations), env=mpi_env(cluster), capture_output=True, text=True,
                           timeout=600, cwd=work)
     if keep and out.exists():
         shutil.copy(out, keep / out.name)
@@ -173,6 +174,8 @@ def main() -> int:
     parser.add_argument("--pairs", default="13:90,27:250")
     parser.add_argument("--priorities", default="normal,fifo10", help="the injectors' priorities to run")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--iterations", type=int, default=placement.ITERATIONS,
+                        help="FWQ iterations per run (default: the check's)")
     parser.add_argument("--rejudge", type=Path, default=None, help="judge the files kept in this folder, run nothing")
     args = parser.parse_args()
     if args.rejudge:
@@ -181,7 +184,7 @@ def main() -> int:
     pairs = [(float(a), float(b)) for a, b in (p.split(":") for p in args.pairs.split(",") if p)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-    print(f"# FWQ on {NODE}, cores 0,1, -n {placement.ITERATIONS}, as the check runs here (normal priority); "
+    print(f"# FWQ on {NODE}, cores 0,1, -n {args.iterations}, as the check runs here (normal priority); "
           f"injectors: taskset, normal or chrt -f {RT_PRIORITY}", flush=True)
     tally = []
     loads: list[float] = []
@@ -195,7 +198,7 @@ def main() -> int:
             try:
                 time.sleep(0.3)
                 for i in range(args.repeat):
-                    judged = run_once(cluster, fwq, work, name, i, sources, args.keep)
+                    judged = run_once(cluster, fwq, work, name, i, sources, args.keep, args.iterations)
                     loads.append(os.getloadavg()[0])
                     runs += 1
                     if judged is None:
