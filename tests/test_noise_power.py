@@ -3,10 +3,12 @@ would have named, measured with the analysis's own detector. Constructed cores o
 value decides a test here."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from mpiregress.families.noise import analysis, findings, power
+from mpiregress.families.noise import analysis, findings, power, recurrence
 from mpiregress.families.noise.fwqfile import NodeData, RankData
 from mpiregress.model.results import Result
 from mpiregress.verdict import compose
@@ -110,3 +112,12 @@ def test_a_node_short_of_a_noise_target_needs_a_look_never_passes() -> None:
     assert "could not see a 0.1% change at this noise (could see >= 0.3%)" in looked.sentence
     met = compose.compose("run", compose.Evidence(results=[result], targets={"local": {"noise": 0.01}}))
     assert met.state == "pass"
+
+
+def test_the_chance_of_a_recurrence_holds_for_runs_of_any_length() -> None:
+    # A 6 s FWQ run holds 1500 cycles of the 250 Hz tick: the binomial tail must not overflow (it did, as a sum
+    # of math.comb terms), and it is the exact tail where the terms are small enough to sum.
+    exact = sum(math.comb(40, k) * 0.3 ** k * 0.7 ** (40 - k) for k in range(30, 41))
+    assert recurrence.chance_of(0.75, 40, 0.3) == pytest.approx(exact, rel=1e-9)
+    assert 0.0 <= recurrence.chance_of(0.8, 1500, 0.3) < 1e-100
+    assert recurrence.chance_of(0.5, 1500, 0.5) == pytest.approx(0.5, abs=0.02)
