@@ -321,8 +321,44 @@ def test_the_job_scripts_judging_options_are_the_thresholds_themselves() -> None
     # writes, the CLI reads back as the same thresholds.
     site = systems.get("local").partitions[0].reframe["extras"]["links"]
     thresholds = analysis.Thresholds.from_site(site)
-    assert thresholds.link_ratio == 2.0 and thresholds.ratio == 1.5
+    assert thresholds.link_ratio == 2.0 and thresholds.ratio == 1.5 and thresholds.whole_nodes
     parser = argparse.ArgumentParser()
     links_command._judging(parser)
     parser.add_argument("results", nargs="*")
     assert links_command._thresholds(parser.parse_args(thresholds.cli_args())) == thresholds
+
+
+def _starved(run: LinkRun, rank: int, factor: float) -> LinkRun:
+    """Every pair of ``rank`` ``factor`` times slower at first and on re-test: a rank starved of CPU."""
+    for records in (run.main, run.retest):
+        mine = (records["rank_a"] == rank) | (records["rank_b"] == rank)
+        records["bw_max_mbs"][mine] /= factor
+    return run
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_starved_rank_names_no_node_and_no_link_when_nodes_are_judged_whole(seed: int) -> None:
+    # The proving ground's undisturbed run at load 5.6: rank 7 (node4) 2.1x slow on its pairs, first and on
+    # re-test, node4's rank 6 fine. Judged by rank it named node4; judged whole, the node's other rank and
+    # each link's other pairs say it is no node's and no link's fault.
+    def run() -> LinkRun:
+        return _starved(bandwidth_run(HOSTS_4X2, 0.05, seed), 7, 2.2)
+    by_rank = analysis.analyse(run(), thresholds=analysis.Thresholds(**LOCAL, link_ratio=2.0))
+    assert [(b.node, b.ranks) for b in by_rank.bad_nodes] == [("node4", [7])]
+    whole = analysis.analyse(run(), thresholds=analysis.Thresholds(**LOCAL, link_ratio=2.0, whole_nodes=True))
+    assert whole.bad_nodes == [] and whole.bad_links == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_half_rate_node_and_link_are_still_named_when_judged_whole(seed: int) -> None:
+    whole = analysis.Thresholds(**LOCAL, link_ratio=2.0, whole_nodes=True)
+    node = analysis.analyse(bandwidth_run(HOSTS_4X2, 0.1, seed, every_link_of("node2", HOSTS_4X2, 0.4)),
+                            thresholds=whole)
+    assert [(b.node, b.ranks) for b in node.bad_nodes] == [("node2", [2, 3])] and node.bad_links == []
+    link = analysis.analyse(bandwidth_run(HOSTS_4X2, 0.1, seed, {("node1", "node3"): 0.4}), thresholds=whole)
+    assert link.bad_nodes == [] and {s.link() for s in link.bad_links} == {"node1--node3"}
+
+
+def test_whole_nodes_must_be_a_yes_or_no() -> None:
+    with pytest.raises(InputError, match="whole_nodes must be true or false"):
+        analysis.Thresholds(whole_nodes="yes")  # type: ignore[arg-type]

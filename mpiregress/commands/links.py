@@ -48,6 +48,9 @@ def _judging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-ratio", type=float, default=None,
                    help="a link is named when its pair is this many times worse, at first and on re-test "
                         "(default: --ratio)")
+    p.add_argument("--whole-nodes", action="store_true",
+                   help="judge a node on all its ranks' pairs and a link on the median of its rank pairs "
+                        "(ranks that share cores with other work)")
     p.add_argument("--z", type=float, default=defaults.z, help="slow: and at least this many robust sigmas")
     p.add_argument("--statistic", choices=sorted(analysis.COLUMNS), default=defaults.statistic,
                    help="per-pair value judged (median of its iterations by default)")
@@ -62,9 +65,9 @@ def _judging(p: argparse.ArgumentParser) -> None:
 
 
 def _thresholds(args: argparse.Namespace) -> analysis.Thresholds:
-    return analysis.Thresholds(ratio=args.ratio, link_ratio=args.link_ratio, z=args.z, statistic=args.statistic,
-                               metrics=analysis.metric_names(args.metrics), node_target=args.node_target,
-                               link_target=args.link_target, rounds=args.rounds)
+    return analysis.Thresholds(ratio=args.ratio, link_ratio=args.link_ratio, whole_nodes=args.whole_nodes, z=args.z,
+                               statistic=args.statistic, metrics=analysis.metric_names(args.metrics),
+                               node_target=args.node_target, link_target=args.link_target, rounds=args.rounds)
 
 
 def run_enough(args: argparse.Namespace) -> int:

@@ -63,7 +63,8 @@ MIN_KIND_PAIRS = 6
 
 
 # What a partition may set of the judging (systems/<name>.yaml links:); majority is the rule's own.
-SITE_SETTINGS = ("ratio", "link_ratio", "z", "statistic", "metrics", "node_target", "link_target", "rounds")
+SITE_SETTINGS = ("ratio", "link_ratio", "whole_nodes", "z", "statistic", "metrics", "node_target", "link_target",
+                 "rounds")
 # One-sided normal quantile of the detection probability a power is stated at: a fault at the stated
 # power lands beyond the bar in 95 of 100 runs of this spread.
 POWER_QUANTILE = 1.645
@@ -97,6 +98,11 @@ class Thresholds:
     # named (None: ``ratio``). A node is judged on the median of its pairs, a link on one pair: on a host
     # whose pairs wander between measurements a link needs the higher bar (systems/local.yaml says why).
     link_ratio: Optional[float] = None
+    # Judge a node on all its ranks' pairs together, and a link between two nodes on the median of every rank
+    # pair between them. Where ranks share cores with other work (the local host), one rank starved of CPU
+    # slows its pairs to every node: by one rank (False, LinkTest's view: a bad core or port of one rank
+    # shows) that named its node, or its links, while the node's other rank and the links' other pairs were fine.
+    whole_nodes: bool = False
 
     def __post_init__(self) -> None:
         # A ratio of 1 or less, or a z of 0, would call every pair slow; one sentence instead.
@@ -121,6 +127,8 @@ class Thresholds:
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
             raise InputError(f"the link judging's rounds must be a whole number from 1 (all-pairs rounds a run may "
                              f"measure), found {self.rounds!r}")
+        if not isinstance(self.whole_nodes, bool):
+            raise InputError(f"the link judging's whole_nodes must be true or false, found {self.whole_nodes!r}")
         if self.statistic not in COLUMNS:
             raise InputError(f"the link judging's statistic must be one of {', '.join(COLUMNS)}, "
                              f"found {self.statistic!r}")
@@ -133,7 +141,8 @@ class Thresholds:
         given = {"ratio": self.ratio, "link-ratio": self.link_ratio, "z": self.z, "statistic": self.statistic,
                  "metrics": ",".join(self.metrics), "rounds": self.rounds, "node-target": self.node_target,
                  "link-target": self.link_target}
-        return [part for name, value in given.items() if value is not None for part in (f"--{name}", str(value))]
+        return ([part for name, value in given.items() if value is not None for part in (f"--{name}", str(value))]
+                + (["--whole-nodes"] if self.whole_nodes else []))
 
     @classmethod
     def from_site(cls, links: Mapping[str, Any], **given: Any) -> "Thresholds":
@@ -494,14 +503,17 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         lr_a, z_a = _log_badness(judged, node_med[na, kind], node_sig[na, kind], higher_better)
         lr_b, z_b = _log_badness(judged, node_med[nb, kind], node_sig[nb, kind], higher_better)
         counted_a, counted_b = np.isfinite(lr_a), np.isfinite(lr_b)
-        k = np.bincount(a[counted_a], minlength=n) + np.bincount(b[counted_b], minlength=n)
-        rank_z = thresholds.z * MEDIAN_SPREAD / np.sqrt(np.maximum(k, 1))
+        # Who is judged: each rank, or each node with all its ranks' pairs (whole_nodes).
+        of_a, of_b, m = (na, nb, count) if thresholds.whole_nodes else (a, b, n)
+        k = np.bincount(of_a[counted_a], minlength=m) + np.bincount(of_b[counted_b], minlength=m)
+        own_z = thresholds.z * MEDIAN_SPREAD / np.sqrt(np.maximum(k, 1))
         with np.errstate(invalid="ignore"):
-            beyond_a = counted_a & (lr_a >= floor) & (z_a >= rank_z[a])
-            beyond_b = counted_b & (lr_b >= floor) & (z_b >= rank_z[b])
-        slow_count = np.bincount(a[beyond_a], minlength=n) + np.bincount(b[beyond_b], minlength=n)
+            beyond_a = counted_a & (lr_a >= floor) & (z_a >= own_z[of_a])
+            beyond_b = counted_b & (lr_b >= floor) & (z_b >= own_z[of_b])
+        slow_count = np.bincount(of_a[beyond_a], minlength=m) + np.bincount(of_b[beyond_b], minlength=m)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
-        bad_mask = (k >= 2) & (slow_count / np.maximum(k, 1) > thresholds.majority)
+        bad_owner = (k >= 2) & (slow_count / np.maximum(k, 1) > thresholds.majority)
+        bad_mask = bad_owner[rank_node] if thresholds.whole_nodes else bad_owner
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
         node_pairs = []
         for node_i in np.unique(rank_node[bad_mask]):
@@ -546,6 +558,9 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
                 lr_l, _ = _log_badness(values[mine], med_l[kind[mine]], sig_l[kind[mine]], higher_better)
                 with np.errstate(invalid="ignore"):
                     candidate[mine] = lr_l >= bar_l[kind[mine]]
+        if thresholds.whole_nodes:
+            candidate &= _whole_links(candidate, clean, link_key, values, pair_med, pair_sig, higher_better,
+                                      link_floor, thresholds.z)
         idx = np.flatnonzero(candidate)
         ratio, z = _badness(values[idx], pair_med[idx], pair_sig[idx], higher_better)
         ratio2, _ = _badness(second[idx], pair_med[idx], pair_sig[idx], higher_better)
@@ -562,9 +577,27 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         result.slow_index[metric], result.slow_code[metric] = every[0][order].astype(np.int64), every[1][order]
         result.slow_ratio[metric], result.slow_ratio2[metric] = every[2][order], every[3][order]
         result.slow_z[metric], result.slow_typical[metric] = every[4][order], every[5][order]
-        result.power[metric] = _power(sig_c, kind, kind_count, a, b, n, (link_floor, floor), thresholds.z)
+        result.power[metric] = _power(sig_c, kind, kind_count, of_a, of_b, m, (link_floor, floor), thresholds.z)
     result.bad_nodes.sort(key=lambda node: (node.metric != "latency", node.node))
     return result
+
+
+def _whole_links(candidate: np.ndarray, clean: np.ndarray, link_key: np.ndarray, values: np.ndarray,
+                 pair_med: np.ndarray, pair_sig: np.ndarray, higher_better: bool, floor: float, z: float
+                 ) -> np.ndarray:
+    """Per pair: does its link stand beyond the bar as a whole (the median of every clean rank pair between its
+    two nodes, whose spread is sigma * 1.25 / sqrt(m))? A cable or port slows every pair it carries."""
+    keep = np.ones(candidate.shape, dtype=bool)
+    lr, _ = _log_badness(values, pair_med, pair_sig, higher_better)
+    for key in np.unique(link_key[candidate]):
+        own = np.flatnonzero((link_key == key) & clean)
+        finite = lr[own][np.isfinite(lr[own])]
+        if not finite.size:
+            keep[own] = False
+            continue
+        needed = max(floor, z * MEDIAN_SPREAD * float(np.nanmean(pair_sig[own])) / np.sqrt(finite.size))
+        keep[own] = float(np.median(finite)) >= needed
+    return keep
 
 
 def _power(sig_of: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -572,7 +605,8 @@ def _power(sig_of: np.ndarray, kind: np.ndarray, kind_count: np.ndarray, a: np.n
     """(smallest link slowdown, smallest node slowdown) that lands beyond this run's bars in 95 of 100 runs,
     from the spread of the kind a fault between nodes is judged in (inter-node or its switch kinds, the
     one with most pairs; intra-node on a one-node run). A node's bar is on the median of its k pairs
-    between nodes (k: the typical rank's), whose spread is sigma * 1.25 / sqrt(k). ``floors``: the link's and
+    between nodes (k: the typical rank's, or node's when ``a``/``b`` are the pairs' nodes: whole_nodes),
+    whose spread is sigma * 1.25 / sqrt(k). ``floors``: the link's and
     the node's ratio, log scale."""
     judged = [code for code in range(len(KINDS)) if np.isfinite(sig_of[code])]
     if not judged:

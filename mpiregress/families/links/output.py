@@ -63,6 +63,8 @@ def summary_lines(analysis: LinkAnalysis, focus: list[str] | None = None) -> lis
                  + f" and >= {t.z:g} robust sigmas worse "
                  f"than the typical pair of the same kind (the median of the pairs not touching the node or link "
                  f"judged; a node's bar is on the median of its pairs)"
+                 + ("; a node is judged on all its ranks' pairs together, a link on the median of its rank pairs"
+                    if t.whole_nodes else "")
                  + ("." if set(t.metrics) >= set(METRICS) else f"; judged: {', '.join(t.metrics)} only."))
     for (metric, kind), (median, sigma, count) in sorted(analysis.typical.items()):
         unit = METRICS[metric][0]
