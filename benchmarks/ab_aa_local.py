@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from _synth import NOISE, locality  # noqa: E402
 
 from mpiregress.model.systems import get  # noqa: E402
-from mpiregress.verdict.ab import paired  # noqa: E402
+from mpiregress.verdict.ab import paired, sequential  # noqa: E402
 from mpiregress.verdict.power import target_for, targets_of  # noqa: E402
 
 SIMULATED_FA_PER_MR = 0.005   # docs/ab.md: sequential 4 + 2 ... 10, 400 null MRs of 80 series (95 % upper 1.8 %)
@@ -127,7 +127,7 @@ def main() -> int:
         sys.exit(f"build failed (exit {code}), see {work / 'build.log'}")
     load = os.getloadavg()[0]
     print(f"A/A on the local cluster: {osu}, placements {opts.placements}, metrics {opts.metrics}, "
-          f"{opts.iterations} iterations, schedule {get('local').ab_schedule()}, A/B target {target}; load "
+          f"{opts.iterations} iterations, schedule {sequential.schedule_of(get('local'))}, A/B target {target}; load "
           f"{load:.1f} at the start", flush=True)
     outcomes = []
     powers: dict[str, list[float]] = {}

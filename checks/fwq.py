@@ -36,7 +36,9 @@ RTLA_ERRORS = 'rtla.err'
 class FwqNoiseCheck(OsuCheckBase):
     layout = parameter(list(records.LAYOUTS))
     metric = variable(str, value='efficiency')
-    fwq_iterations = variable(int, value=placement.ITERATIONS)
+    # Iterations of FWQ (0: the partition's fwq_iterations, else placement.ITERATIONS): a slow period needs
+    # cycles (docs/noise.md, what each length names).
+    fwq_iterations = variable(int, value=0)
     rtla_seconds = variable(int, value=5)
     # FWQ runs at the priority a job runs at (normal): it then sees what steals time from an MPI
     # application, daemons and agents included. A SCHED_FIFO priority (here, or the partition's
@@ -80,7 +82,8 @@ class FwqNoiseCheck(OsuCheckBase):
         options = [o for o in self.placed.srun_options if o != '--exclusive']
         self.job.launcher.options = (self.site_launcher_options() + [KILL_ON_BAD_EXIT, f'--ntasks={self.num_tasks}']
                                      + options)
-        args = ['-n', str(self.fwq_iterations), '-o', self.fwq_file]
+        iterations = self.fwq_iterations or self.current_partition.extras.get('fwq_iterations', placement.ITERATIONS)
+        args = ['-n', str(iterations), '-o', self.fwq_file]
         prefix = probe.realtime(self.priority)
         self.executable = shlex.quote(prefix[0]) if prefix else fwq
         self.executable_opts = [shlex.quote(a) for a in prefix[1:]] + ([fwq] if prefix else []) + args

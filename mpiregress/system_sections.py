@@ -9,7 +9,8 @@ defaults. It stands outside the stages, like the entry point: the facts below kn
 from mpiregress.builds import host_toolchain
 from mpiregress.cluster import local
 from mpiregress.families.links import analysis
+from mpiregress.families.noise import placement
 from mpiregress.verdict import noise, power
 from mpiregress.verdict.ab import sequential
 
-OWNERS = (host_toolchain, local, analysis, noise, power, sequential)
+OWNERS = (host_toolchain, local, analysis, placement, noise, power, sequential)

@@ -79,6 +79,8 @@ def test_vocabulary_and_partitions_come_from_the_data():
     (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
         step_timout=400), "'partitions.batch.reframe.extras' has unknown setting(s) step_timout (known: "),
     (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        fwq_iterations="6s"), "'partitions.batch.reframe.extras.fwq_iterations' must be a whole number of FWQ "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
         coll={"cores": 4}), "'partitions.batch.reframe.extras.coll' has unknown setting(s) cores (known: "),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpiregress.families.noise.records import LAYOUTS
+from mpiregress.model import systems
 from mpiregress.model.topology import Topology, _cpus
 
 # FWQ iterations of one experiment: ~3 s of 10 us quanta, a 0.33 Hz spectral resolution, 15 repeats
@@ -87,3 +88,15 @@ def srun_line(result: Layout | LayoutUnavailable, fwq: str = "fwq",
         return f"# {result.layout}: skipped: {result.reason}"
     return (f"srun {' '.join(result.srun_options)} {fwq} -n {iterations} "
             f"-o {output.format(layout=result.layout)}")
+
+
+# Fewer iterations than this are under a second of 10 us quanta: no period below a few hertz could recur.
+MIN_ITERATIONS = 100_000
+
+
+@systems.section_check("fwq_iterations", extras=True)
+def _check_iterations(value: Any, path: object, key: str) -> None:
+    """A partition's ``reframe.extras.fwq_iterations``: how long the noise family's FWQ runs."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_ITERATIONS:
+        raise ValueError(f"must be a whole number of FWQ iterations from {MIN_ITERATIONS} (about a second of 10 us "
+                         f"quanta), found {value!r}")
