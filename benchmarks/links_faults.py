@@ -69,6 +69,22 @@ noise benchmarks only (load average 2.5-8.6, median 6.6), R0 1351 MB/s measured 
 No silent pass of a fault at or beyond its target, nothing named on an undisturbed run; 3 of 50 faulted runs
 named one thing more than the fault (each beside the right name). Faults as seen: node 1/2 at 1.9-3.0x,
 1/3 at 2.0-5.4x, 1/4 at 3.3-7.6x; link 1/2 at 2.2-3.1x, 1/4 at 4.2-6.7x.
+
+2026-11-26 late, with a link's own ratio floor (systems/local.yaml link_ratio 2, a node's 1.5), 10 runs per
+case, beside a gitlab-ci-local pipeline, the noise benchmark and the suite's noise test (load 3.8-9.2, median
+6.4), R0 1179 MB/s (774 / 1179 / 2933 MB/s at 10/50/90 %):
+
+    case   named right  needs a look  silent pass  wrong name  error
+    none        8            1            0           1         0     (node4 from its rank 7 alone, 2.1x)
+    node-2      9            0            1           0         0     (seen at 1.3x: below the 2.5x target)
+    node-3     10            0            0           0         0     (before: 2 of 10 also named a link)
+    node-4     10            0            0           0         0
+    link-2      7            0            2           1         0     (seen at 2.1x, 2.4x: below the 5x target;
+    link-4     10            0            0           0         0      wrong: node3 from its rank 4 alone, 2.6x)
+
+The healthy links named beside a fault are gone. The two wrong names left are a node named from one of its
+two ranks while the other was fine (a rank starved of CPU on these 2 shared cores): systems/local.yaml now
+judges nodes and links whole (whole_nodes), measured below.
 """
 from __future__ import annotations
 
