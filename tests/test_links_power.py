@@ -362,3 +362,16 @@ def test_a_half_rate_node_and_link_are_still_named_when_judged_whole(seed: int) 
 def test_whole_nodes_must_be_a_yes_or_no() -> None:
     with pytest.raises(InputError, match="whole_nodes must be true or false"):
         analysis.Thresholds(whole_nodes="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_quarter_rate_link_beside_load_is_the_link_not_its_node_when_judged_whole(seed: int) -> None:
+    # The proving ground at load 7.4: node1--node3 at a quarter (4 of node3's 12 pairs) and 3 of node3's other
+    # pairs slowed 1.7x by load made most of node3's pairs slow: it named node3. Without its pairs to node1
+    # (the peer it is slowest with) node3 is mostly fine: the link is named.
+    run = bandwidth_run(HOSTS_4X2, 0.05, seed, {("node1", "node3"): 0.25})
+    for x, y in ((2, 4), (4, 6), (5, 7)):
+        run = _with_pair(run, x, y, 1.7, 1.7)
+    whole = analysis.analyse(run, thresholds=analysis.Thresholds(**LOCAL, link_ratio=2.0, whole_nodes=True))
+    assert whole.bad_nodes == []
+    assert {s.link() for s in whole.bad_links} == {"node1--node3"}

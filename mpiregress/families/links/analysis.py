@@ -513,6 +513,9 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         slow_count = np.bincount(of_a[beyond_a], minlength=m) + np.bincount(of_b[beyond_b], minlength=m)
         # A rank needs at least two peers: with one, the pair cannot say which end is bad.
         bad_owner = (k >= 2) & (slow_count / np.maximum(k, 1) > thresholds.majority)
+        if thresholds.whole_nodes:
+            bad_owner = _spread_over_peers(bad_owner, slow_count, na, nb, counted_a, counted_b, beyond_a, beyond_b,
+                                           thresholds.majority)
         bad_mask = bad_owner[rank_node] if thresholds.whole_nodes else bad_owner
         result.bad_ranks[metric] = np.flatnonzero(bad_mask).tolist()
         node_pairs = []
@@ -580,6 +583,24 @@ def analyse(run: LinkRun, switches: Optional[dict[str, str]] = None,
         result.power[metric] = _power(sig_c, kind, kind_count, of_a, of_b, m, (link_floor, floor), thresholds.z)
     result.bad_nodes.sort(key=lambda node: (node.metric != "latency", node.node))
     return result
+
+
+def _spread_over_peers(bad: np.ndarray, slow_count: np.ndarray, na: np.ndarray, nb: np.ndarray,
+                       counted_a: np.ndarray, counted_b: np.ndarray, beyond_a: np.ndarray, beyond_b: np.ndarray,
+                       majority: float) -> np.ndarray:
+    """Nodes still bad without their pairs to the peer node they are slowest with: a bad link's pairs (every
+    rank pair between its two nodes) plus a few slowed by load made most of a node's pairs slow, and named the
+    node instead of its link (a link at a quarter, load 7.4). A node's own fault slows its pairs to every peer."""
+    out = bad.copy()
+    for i in np.flatnonzero(bad):
+        peers = np.concatenate([nb[counted_a & (na == i)], na[counted_b & (nb == i)]])
+        slow_peers = np.concatenate([nb[beyond_a & (na == i)], na[beyond_b & (nb == i)]])
+        worst = int(np.argmax(np.bincount(slow_peers, minlength=int(peers.max(initial=0)) + 1))) \
+            if slow_peers.size else -1
+        rest = int((peers != worst).sum())
+        left = int(slow_count[i]) - int((slow_peers == worst).sum())
+        out[i] = rest >= 2 and left / rest > majority
+    return out
 
 
 def _whole_links(candidate: np.ndarray, clean: np.ndarray, link_key: np.ndarray, values: np.ndarray,
