@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -20,6 +21,15 @@ from helpers.postgres import PostgresServer, start_server
 
 from mpiregress.cluster.local import REQUIRED_TOOLS, USABLE_STATES, LocalCluster
 from mpiregress.errors import InfrastructureError
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGHUP back to its default when the suite was started under ``nohup``: the cancel tests send it and
+    expect a run to end, and every command the suite starts inherits an ignored SIGHUP (a run started
+    under nohup rightly keeps ignoring it, and two cancel tests then failed for the invocation, not the code)."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 
 # Tools the tests themselves call on top of what the cluster needs.
 _TEST_TOOLS = ("srun", "sbatch", "mpicc")
