@@ -137,14 +137,12 @@ class FwqNoiseCheck(OsuCheckBase):
         except InputError as error:
             raise SanityError(str(error)) from None
         run, self.problems, self.measured = found.run, found.problems, []
-        samples = {n.name: n for n in (found.raw.nodes if found.raw else ())}
-        for node in run.nodes:
+        for node, samples in zip(run.nodes, found.raw.nodes):     # analysis.analyse keeps the file's order
             # What this node's pass could have seen (families/noise/power.py), on the series the noise judge passes.
-            said = ({'conditions': {'power': power.node_power(samples[node.node], node).to_conditions()}}
-                    if node.node in samples else {})
-            for metric, value in (('efficiency', node.efficiency), ('max_detour', node.max_detour_us)):
-                self.record({'node': node.node, 'layout': self.layout}, round(value, 6), metric,
-                            **(said if metric == 'efficiency' else {}))
+            said = {'power': power.node_power(samples, node).to_conditions()}
+            self.record({'node': node.node, 'layout': self.layout}, round(node.efficiency, 6), 'efficiency',
+                        conditions=said)
+            self.record({'node': node.node, 'layout': self.layout}, round(node.max_detour_us, 6), 'max_detour')
         rtla_text, rtla_reason = self.rtla_view()
         self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason)
         # The raw file beside the analysis: `mpiregress noise analyze` re-runs on it (docs/noise.md).

@@ -72,6 +72,12 @@ AB_FIELDS = ("ab_side", "ab_pair", "ab_position", "ab_manifest", "ab_look", "ab_
              "ab_timed_out", "ab_step_limit")
 
 
+def power_conditions(judge: str, detectable: float, scale: str, how: str) -> dict[str, Any]:
+    """``conditions["power"]`` of a result a family judged itself (the link matrix, the noise analysis): the fields
+    of :class:`mpiregress.verdict.power.Power`, which reads them back; no target, the verdict sets the system's."""
+    return {"judge": judge, "detectable": detectable, "scale": scale, "target": None, "how": how}
+
+
 def pt2pt(system: str, partition: str, method: str, placement: str, metric: str, value: Optional[float],
           status: str = "pass", size: Optional[int] = None, **fields: Any) -> Result:
     """A point-to-point result: benchmark and message size follow from the metric (names.PT2PT)."""

@@ -595,8 +595,8 @@ def _spread_over_peers(bad: np.ndarray, slow_count: np.ndarray, na: np.ndarray, 
     for i in np.flatnonzero(bad):
         peers = np.concatenate([nb[counted_a & (na == i)], na[counted_b & (nb == i)]])
         slow_peers = np.concatenate([nb[beyond_a & (na == i)], na[beyond_b & (nb == i)]])
-        worst = int(np.argmax(np.bincount(slow_peers, minlength=int(peers.max(initial=0)) + 1))) \
-            if slow_peers.size else -1
+        # Never empty: most of a bad node's pairs are slow.
+        worst = int(np.argmax(np.bincount(slow_peers)))
         rest = int((peers != worst).sum())
         left = int(slow_count[i]) - int((slow_peers == worst).sum())
         out[i] = rest >= 2 and left / rest > majority

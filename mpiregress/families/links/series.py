@@ -8,7 +8,7 @@ import numpy as np
 
 from mpiregress.families.links.analysis import INTRA, KINDS, METRICS, LinkAnalysis, SlowPair
 from mpiregress.model.names import METRICS as METRIC_NAMES
-from mpiregress.model.results import Result
+from mpiregress.model.results import Result, power_conditions
 
 BENCHMARK = "linktest"
 
@@ -117,8 +117,8 @@ def power_statement(analysis: LinkAnalysis) -> str:
 
 
 def _power(judge: str, detectable: float) -> dict[str, Any]:
-    return {"judge": judge, "detectable": round(float(detectable), 2), "scale": "factor", "target": None,
-            "how": "from this run's spread of the pairs between nodes"}
+    return power_conditions(judge, round(float(detectable), 2), "factor",
+                            "from this run's spread of the pairs between nodes")
 
 
 def _most_suspect(analysis: LinkAnalysis) -> Optional[tuple[str, str]]:

@@ -19,8 +19,8 @@ from mpiregress.families.noise import analysis, fwqfile
 @dataclass
 class Outcome:
     run: analysis.RunNoise
+    raw: fwqfile.FwqRun                   # the samples analysed (what power.node_power measures on)
     problems: list[str] = field(default_factory=list)
-    raw: fwqfile.FwqRun | None = None     # the samples analysed (what power.node_power measures on)
 
 
 def fwq_said(stderr: str) -> str:
@@ -50,4 +50,4 @@ def read(path: Path, stdout: str, stderr: str, cpus: Sequence[int], layout: str)
     if missing and not run.truncated:
         problems.append(f"no rank ran on core(s) {', '.join(map(str, missing))} of the {layout} layout: "
                         f"the binding was not the one asked for")
-    return Outcome(run, problems, raw)
+    return Outcome(run, raw, problems)

@@ -23,6 +23,7 @@ import numpy as np
 
 from mpiregress.families.noise import analysis, recurrence
 from mpiregress.families.noise.fwqfile import NodeData, RankData
+from mpiregress.model.results import power_conditions
 
 REFERENCE_PERIODS_MS = (13.0, 90.0)
 # 10 us to 9.9 ms in steps of 1.5x: the power is stated to within that step.
@@ -105,8 +106,7 @@ class NodePower:
 
     def to_conditions(self) -> dict[str, Any]:
         """conditions["power"] of the node's records (verdict.power.Power's fields)."""
-        return {"judge": "noise", "detectable": round(self.share, 5), "scale": "relative", "target": None,
-                "how": self.how()}
+        return power_conditions("noise", round(self.share, 5), "relative", self.how())
 
 
 def node_power(node: NodeData, analysed: analysis.NodeNoise,
