@@ -3,8 +3,9 @@
 Starts `mpiregress run --system local` (real OSU from the worktree's build, or any build the run finds:
 build it first with `OSU_SOURCE_MIRROR=... mpiregress build --method source --system local`), small
 settings, each in a session of its own (its process group is the run, as a CI job's is its shell's), and
-ends each at a random moment (uniform in [--earliest, --latest] s after start: preparing, queued, mid-step
-or judging, whichever it is in then) in one of these ways:
+ends each at a random moment (uniform in [--earliest, --latest] s after start: preparing, building, queued,
+mid-step or judging, whichever it is in then) in one of these ways (every --build-every'th run starts with
+empty manifest and install folders and builds source OSU on demand first, so some are ended mid-build):
 
   SIGTERM, SIGINT, SIGHUP       to the run's process group (GitLab's cancel, Ctrl-C, a closed terminal)
   TERM+KILL@2s, TERM+KILL@10s   GitLab's timeout/cancel: SIGTERM to the group, SIGKILL after the grace
@@ -18,7 +19,7 @@ the status.json states (for KILL+new_run: the dead run's, as moved aside by the 
 1e6 us latency (`mpiregress verdict --event run`), and a history import of a 1e308 us latency.
 
     setsid python benchmarks/kill_sequences.py [--runs 40] [--seed 32] [--max-minutes 60] [--ways W,...]
-        [--earliest S] [--latest S] [--keep]
+        [--earliest S] [--latest S] [--build-every 4] [--keep]
 
 A way with a grace of 5 s or more sends the run SIGUSR2 half a second before its SIGKILL: a run that has not
 answered SIGTERM by then prints where each of its threads sat (faulthandler) at the end of its .out.
@@ -69,6 +70,8 @@ from mpiregress.run.cancel import JOBS_FILE, JobRecord, process_group_members  #
 WAYS = ("SIGTERM", "SIGINT", "SIGHUP", "TERM+KILL@2s", "TERM+KILL@10s", "KILL+after_script", "KILL+new_run")
 RUN_ARGS = ["--methods", "source", "--families", "pt2pt", "--metrics", "latency,bandwidth",
             "--placements", "same_numa,cross_node", "--iterations", "3000", "--repeat", "2", "--no-build"]
+# A run given these (empty folders) has no build: it builds source OSU on demand, and can be ended mid-build.
+FRESH_BUILD_VARS = ("MPIREGRESS_MANIFEST_DIR", "MPIREGRESS_INSTALL_ROOT")
 NEW_RUN_ARGS = ["--methods", "source", "--families", "pt2pt", "--metrics", "latency", "--placements", "same_numa",
                 "--iterations", "200", "--no-build"]
 
@@ -97,12 +100,30 @@ def queue(slurm_env: dict[str, str]) -> dict[str, str]:
     raise SystemExit("squeue did not answer for 30 tries")
 
 
+# A process of the run's group running one of these is the run building OSU on demand.
+BUILD_COMMANDS = ("configure", "make", "cc1", "cc1plus", "gcc", "g++", "mpicc", "mpicxx", "ld", "as", "eb", "tar")
+
+
+def building(pgid: int) -> bool:
+    """Whether a process of the run's group is compiling, configuring or unpacking."""
+    for pid in process_group_members(pgid):
+        try:
+            argv0 = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if Path(argv0).name in BUILD_COMMANDS or argv0.endswith("/configure"):
+            return True
+    return False
+
+
 def phase(proc: subprocess.Popen, folder: Path, slurm_env: dict[str, str]) -> str:
-    """Where the run is now: finished, judging (ReFrame done), mid-step, queued or preparing."""
+    """Where the run is now: finished, judging (ReFrame done), mid-step, queued, building or preparing."""
     if proc.poll() is not None:
         return "finished"
     if (folder / "reframe-report.json").exists():
         return "judging"
+    if building(proc.pid):
+        return "building"
     try:
         token = JobRecord.read(folder / JOBS_FILE).token
     except OSError:
@@ -176,7 +197,8 @@ def end(way: str, proc: subprocess.Popen, folder: Path, env: dict[str, str]) -> 
                               capture_output=True, text=True, timeout=300)
         notes.append(f"cancel exit {done.returncode}")
     elif way == "KILL+new_run":
-        again = start(folder, NEW_RUN_ARGS, env)
+        # The new run measures with the runner's usual builds (a killed on-demand build left none).
+        again = start(folder, NEW_RUN_ARGS, {k: v for k, v in env.items() if k not in FRESH_BUILD_VARS})
         notes.append(f"new run exit {again.wait(timeout=900)}")
     return exited, notes
 
@@ -236,6 +258,9 @@ def main() -> int:
     parser.add_argument("--latest", type=float, default=40.0)
     parser.add_argument("--max-minutes", type=float, default=60.0, help="stop starting runs after this long")
     parser.add_argument("--keep", action="store_true", help="keep the report folders")
+    parser.add_argument("--build-every", type=int, default=4,
+                        help="every Nth run builds source OSU on demand into empty folders first (needs "
+                             "OSU_SOURCE_MIRROR or a download); 0: none")
     parser.add_argument("--lies-only", action="store_true")
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of: " + ", ".join(WAYS))
     args = parser.parse_args()
@@ -264,13 +289,19 @@ def main() -> int:
         if time.monotonic() - began > args.max_minutes * 60:
             break
         folder = root / f"run-{index:02d}"
-        proc = start(folder, RUN_ARGS, env)
+        run_env, run_args = env, RUN_ARGS
+        if args.build_every and index % args.build_every == args.build_every - 1:
+            fresh = root / f"build-{index:02d}"
+            run_env = {**env, "MPIREGRESS_MANIFEST_DIR": str(fresh / "manifests"),
+                       "MPIREGRESS_INSTALL_ROOT": str(fresh / "install")}
+            run_args = [a for a in RUN_ARGS if a != "--no-build"]
+        proc = start(folder, run_args, run_env)
         moment = round(rng.uniform(args.earliest, args.latest), 1)
         deadline = time.monotonic() + moment
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         at = phase(proc, folder, slurm_env)
-        exited, notes = end(way, proc, folder, env)
+        exited, notes = end(way, proc, folder, run_env)
         code = proc.returncode
         # Jobs left: whatever is still in the queue 30 s later (only this benchmark uses this cluster).
         settle = time.monotonic() + 30

@@ -621,7 +621,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     shared = [bool(others) and all(any(abs(f - g) <= bin_hz for g in other) for other in others)
               for f, _, _ in lines]
     if stalls is None:
-        stalls = recurrence.core_stalls(data, threshold)
+        stalls = recurrence.stalls_over(data, threshold_fraction)
         tick = tick or recurrence.tick_hz(stalls)
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
     periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick)
@@ -643,7 +643,7 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
     matrix = np.vstack([r.times_ns for r in node.ranks])
     measured = [rank_spectrum(r) for r in node.ranks]
     lines = [[f for f, _, _ in m[2]] for m in measured]
-    stalls = [recurrence.core_stalls(r, threshold_fraction * float(np.median(r.times_ns))) for r in node.ranks]
+    stalls = [recurrence.stalls_over(r, threshold_fraction) for r in node.ranks]
     # The highest rate any core shows: a core whose tick is hidden under load can still show the host's
     # 100 Hz timer, which is no tick where another core shows 250 Hz.
     tick = max((t for t in (recurrence.tick_hz(s) for s in stalls) if t), default=None)

@@ -59,7 +59,7 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
     found = analysis.dominant_periods(freqs, power, lines=lines)
     if not any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz) for p in found):
         return False
-    stalls = recurrence.core_stalls(data, threshold_fraction * float(np.median(data.times_ns)))
+    stalls = recurrence.stalls_over(data, threshold_fraction)
     return recurrence.hit_share(stalls, frequency_hz, bin_hz, steps=REFINE_STEPS, tick_hz=tick_hz) > 0
 
 

@@ -91,6 +91,12 @@ class Stalls:
         return [Stall(float(a) / 1e6, float(lost)) for a, lost in zip(self.start, self.lost_us)]
 
 
+def stalls_over(data: RankData, threshold_fraction: float) -> Stalls:
+    """The core's stalls as the analysis sees them: iterations longer than the core's median by more than
+    ``threshold_fraction`` of it (the one threshold of the detours, the periods' check and the power)."""
+    return core_stalls(data, threshold_fraction * float(np.median(data.times_ns)))
+
+
 def core_stalls(data: RankData, threshold_ns: float) -> Stalls:
     """Iterations ``threshold_ns`` over the median, merged into one stall when MERGE_NS apart or less."""
     times = data.times_ns.astype(np.float64)
