@@ -10,7 +10,8 @@ from mpiregress.builds import host_toolchain
 from mpiregress.cluster import local
 from mpiregress.families.links import analysis
 from mpiregress.families.noise import placement
+from mpiregress.run import options
 from mpiregress.verdict import noise, power
 from mpiregress.verdict.ab import sequential
 
-OWNERS = (host_toolchain, local, analysis, placement, noise, power, sequential)
+OWNERS = (host_toolchain, local, analysis, placement, options, noise, power, sequential)

@@ -57,6 +57,25 @@ def test_dry_run_sweeps_every_size_per_placement(tmp_path):
     assert all("OsuPt2PtCheck" not in s for s in scripts)     # the gated family is not in this run
 
 
+def test_the_partitions_osu_iterations_set_each_metrics_steps_unless_the_run_asks(tmp_path):
+    """systems/local.yaml's osu_iterations {bandwidth: 200}: a 1 MiB osu_bw step over the local TCP moves 64 MiB
+    an iteration; latency keeps 1000; --iterations sets both. The sweep's steps follow the same data."""
+    def steps(*args: str) -> set[tuple[str, str]]:
+        env = dict(os.environ, MPIREGRESS_MANIFEST_DIR=str(tmp_path / "none"))
+        env.pop("MPIREGRESS_IN_ALLOCATION", None)
+        out = tmp_path / str(len(args))
+        done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--dry-run", "--system", "local", *args,
+                               "--methods", "source", "--placements", "same_numa", "--report-dir", str(out)],
+                              env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        return {re.search(r"/(osu_\w+) -m \S+ -x \d+ -i (\d+)", p.read_text()).groups()  # type: ignore
+                for p in (out / "reframe" / "stage").rglob("rfm_job.sh")}
+
+    assert steps() == {("osu_latency", "1000"), ("osu_bw", "200")}
+    assert steps("--iterations", "50") == {("osu_latency", "50"), ("osu_bw", "50")}
+    assert steps("--families", "pt2pt-sweep", "--metrics", "bandwidth") == {("osu_bw", "200")}
+
+
 def test_local_dry_run_gives_each_sweep_step_its_share_of_time_warm_up_included(tmp_path):
     """systems/local.yaml's step_timeout (400 s per 100 + 1000 iterations) for 100 + 100 iterations, times
     checks/config/pt2pt_sweep.yaml's step_time_scale: osu_latency 4x, osu_bw 12x (64 messages an iteration);

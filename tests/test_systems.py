@@ -82,6 +82,13 @@ def test_vocabulary_and_partitions_come_from_the_data():
         fwq_iterations="6s"), "'partitions.batch.reframe.extras.fwq_iterations' must be a whole number of FWQ "),
     (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
         coll={"cores": 4}), "'partitions.batch.reframe.extras.coll' has unknown setting(s) cores (known: "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        osu_iterations={"bandwith": 200}), "'partitions.batch.reframe.extras.osu_iterations' has unknown setting(s) "
+                                           "bandwith (known: latency, bandwidth"),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        osu_iterations={"bandwidth": 0}), "'partitions.batch.reframe.extras.osu_iterations' bandwidth: 0 is out of "),
+    (lambda d: d["partitions"]["batch"].setdefault("reframe", {}).setdefault("extras", {}).update(
+        osu_iterations=200), "'partitions.batch.reframe.extras.osu_iterations' must map metrics to measured "),
 ])
 def test_a_bad_system_file_is_one_sentence_naming_the_key(tmp_path: Path, edit, key):
     data = yaml.safe_load((REPO_ROOT / "systems" / "aion.yaml").read_text())

@@ -44,7 +44,8 @@ EXTRAS_DEFAULTS: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_node
                                    "noise_probe_s": 2.0}
 # fwq_realtime_priority: the noise family's FWQ at SCHED_FIFO (an explicit option: normal priority, a job's,
 # when absent); probe_realtime_priority: the probe's (docs/noise.md).
-EXTRAS = (*EXTRAS_DEFAULTS, "fwq_realtime_priority", "fwq_iterations", "probe_realtime_priority", "step_timeout",
+EXTRAS = (*EXTRAS_DEFAULTS, "fwq_realtime_priority", "fwq_iterations", "osu_iterations", "probe_realtime_priority",
+          "step_timeout",
           "step_end_grace", "coll", "links")
 COLL_SETTINGS = ("cores_per_node", "multinode_env", "oversubscribed_env")
 LINK_RUN_SETTINGS = ("ranks_per_node", "args", "env", "switches")

@@ -47,7 +47,8 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     exclusive_access = True
     time_limit = '10m'
     warmup = variable(int, value=WARMUP_ITERATIONS)
-    iterations = variable(int, value=MEASURED_ITERATIONS)
+    # Measured iterations per step (0: the partition's ``osu_iterations`` for the check's metric, else 1000).
+    iterations = variable(int, value=0)
     manifest_dir = variable(str, value=str(paths.manifest_dir()))
     baselines_dir = variable(str, value=str(paths.baselines_dir()))
     # The series this check measures (one metric; a sweep measures it at many sizes).
@@ -63,6 +64,14 @@ class OsuCheckBase(rfm.RunOnlyRegressionTest):
     conditions = variable(dict, value={})     # what the results should carry about how they were measured
     noise_probe = variable(bool, value=True)  # the FWQ probe after the benchmark (off for the noise checks)
     maintainers = ['mpiregress']
+
+    @run_after('setup')
+    def resolve_iterations(self) -> None:
+        """The partition's iterations for this metric where the run asked for none: a slow link's 1 MiB
+        bandwidth step moves 64 MiB per iteration (OSU's window), 21 s at 1000 over the local TCP."""
+        if not self.iterations:
+            per_metric = self.current_partition.extras.get('osu_iterations') or {}
+            self.iterations = int(per_metric.get(getattr(self, 'metric', None), MEASURED_ITERATIONS))
 
     # -- helpers for the families ----------------------------------------
     def skip_with(self, reason: str) -> None:

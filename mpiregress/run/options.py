@@ -12,6 +12,7 @@ from mpiregress import paths
 from mpiregress.errors import InputError
 from mpiregress.model import toolchain
 from mpiregress.model.names import FAMILIES, METHODS, METRICS, PLACEMENTS
+from mpiregress.model import systems
 from mpiregress.model.systems import get
 
 
@@ -66,6 +67,19 @@ SETVAR = re.compile(r"^([A-Za-z_]\w*\.)?[A-Za-z_]\w*=")
 
 # Inclusive ranges of the numeric options: checked before anything runs.
 ITERATIONS_RANGE = (1, 100_000_000)
+
+
+@systems.section_check("osu_iterations", extras=True)
+def _check_osu_iterations(value: object, path: object, key: str) -> None:
+    """A partition's ``reframe.extras.osu_iterations``: measured iterations per OSU step, per metric (the
+    ``--iterations`` of a run without one; 1000 for a metric it does not name)."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError("must map metrics to measured iterations, e.g. {bandwidth: 200}")
+    systems.known_settings(value, tuple(METRICS))
+    low, high = ITERATIONS_RANGE
+    for metric, count in value.items():
+        if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high:
+            raise ValueError(f"{metric}: {count!r} is out of range: give a whole number from {low} to {high}")
 
 
 REPEAT_RANGE = (1, 100)
