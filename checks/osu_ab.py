@@ -36,6 +36,8 @@ from mpiregress.run.checkbase import OsuCheckBase
 STEP_MARK = 'mpiregress-ab-step'
 # A pair whose B hit its time limit where A finished: the job measures no further pair (step_line).
 SETTLED_MARK = 'mpiregress-ab-settled'
+# The output of the job's warm-up step (warmup_line): kept, never a sample.
+WARMUP_STEM = 'ab-warmup'
 
 
 @rfm.simple_test
@@ -84,8 +86,8 @@ class OsuAbCheck(OsuCheckBase):
         for name in b.env.get('env_vars', {}):
             self.env_vars.pop(name, None)
 
-    def step_line(self, position, pair, side):
-        """One step: the side's environment in a subshell, its srun, its output files, its exit code."""
+    def step_command(self, side):
+        """The side's step: its environment in a subshell, its srun (bounded where the partition says)."""
         spec = PT2PT[self.metric]
         build = self.sides[side]
         binary = str(build.binary(spec.benchmark))
@@ -100,10 +102,22 @@ class OsuAbCheck(OsuCheckBase):
         limit = self.step_limit()
         bounded = ' '.join(self.step_bound(limit, step.marked_ranks)) + ' ' if limit else ''
         run = f'{bounded}srun {" ".join(step.options)} {shlex.quote(binary)} {" ".join(step.executable_opts)}'
+        return f'( {"; ".join(env + [run])} )'
+
+    def warmup_line(self):
+        """A step of A (B where there is no A) before the pairs, measured by nobody: the first step of a job
+        ran 40-65 % slower than the rest on the local host (same_numa bandwidth, 2026-11-27), and a job
+        always starts with A (pair ``first`` is even), so the cold start fell on A in every look."""
+        side = 'A' if 'A' in self.sides else 'B'
+        return f'{self.step_command(side)} >{WARMUP_STEM}.out 2>{WARMUP_STEM}.err || true'
+
+    def step_line(self, position, pair, side):
+        """One step: :meth:`step_command`, its output files, its exit code and wall time."""
         stem = f'ab-{pair}-{side}'
+        limit = self.step_limit()
         # The step's wall time (ms) goes with its exit code: a B step killed at its limit where A's finished
         # is a regression of at least limit / A's time (mpiregress.verdict.ab.paired), not a failed check.
-        line = (f'_t0=$(date +%s%N); ( {"; ".join(env + [run])} ) >{stem}.out 2>{stem}.err; _rc=$?; '
+        line = (f'_t0=$(date +%s%N); {self.step_command(side)} >{stem}.out 2>{stem}.err; _rc=$?; '
                 f'echo "{STEP_MARK} {position} {pair} {side} $_rc $(( ($(date +%s%N) - _t0) / 1000000 ))"; '
                 f'_ab_rc_{pair}_{side}=$_rc')
         if limit and self.closes_pair(position, pair):
@@ -132,10 +146,11 @@ class OsuAbCheck(OsuCheckBase):
         self.job.launcher = getlauncher('local')()
         self.executable = 'echo'
         self.executable_opts = [f'{STEP_MARK}-done']
-        self.prerun_cmds = self.guard_commands(self.binding.nodes, with_setup=False) + [
+        self.prerun_cmds = self.guard_commands(self.binding.nodes, with_setup=False) + [self.warmup_line()] + [
             self.step_line(*s) for s in self.ab_order]
         # Every step's own output survives the run (ReFrame's output folder), not only its value.
-        self.keep_files = [f'ab-{pair}-{side}.{ext}' for _, pair, side in self.ab_order for ext in ('out', 'err')]
+        self.keep_files = [f'{stem}.{ext}' for stem in [WARMUP_STEM] + [f'ab-{pair}-{side}' for _, pair, side in
+                                                                        self.ab_order] for ext in ('out', 'err')]
 
     def step_sample(self, position, pair, side, rc, millis=None):
         """The measured sample of one step, or an error sample with its reason."""

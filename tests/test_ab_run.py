@@ -71,6 +71,11 @@ def test_a_and_b_run_interleaved_in_one_job_every_sample_kept_and_judged(pipelin
     steps = [line for line in script.read_text().splitlines() if "mpiregress-ab-step" in line and "srun" in line]
     assert len(steps) == 8
     assert "# OSU MPI Latency Test" in (script.parent / "ab-3-A.out").read_text()   # each step's output kept
+    # Before the pairs, one step of A that nobody measures takes the job's cold start (kept, never a sample).
+    lines = script.read_text().splitlines()
+    (warmup,) = [i for i, line in enumerate(lines) if ">ab-warmup.out" in line]
+    assert warmup < lines.index(steps[0]) and "export OMPI_MCA_mpi_yield_when_idle=0" in lines[warmup]
+    assert "# OSU MPI Latency Test" in (script.parent / "ab-warmup.out").read_text()
     for line in steps:
         a_step = ">ab-" in line and "-A.out" in line
         assert ("export OMPI_MCA_mpi_yield_when_idle=0" in line) == a_step, line

@@ -166,7 +166,7 @@ def test_the_run_takes_the_systems_budget_and_its_options_over_it(tmp_path):
     from mpiregress.verdict.ab.sequential import schedule_of
 
     base = schedule_of(get("local"))
-    assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 16)   # systems/local.yaml
+    assert (base.initial_pairs, base.look_every, base.max_pairs) == (4, 2, 10)   # systems/local.yaml
     opts = options.RunOptions(system="local", report_dir=tmp_path, ab_pairs=5, ab_max_pairs=7)
     assert ab_looks.ab_schedule(opts).look_sizes() == [5, 7]
     with pytest.raises(InputError, match="--ab-max-pairs 3 is below the 5 pairs of the first look"):

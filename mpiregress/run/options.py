@@ -10,9 +10,8 @@ from typing import Optional
 
 from mpiregress import paths
 from mpiregress.errors import InputError
-from mpiregress.model import toolchain
+from mpiregress.model import systems, toolchain
 from mpiregress.model.names import FAMILIES, METHODS, METRICS, PLACEMENTS
-from mpiregress.model import systems
 from mpiregress.model.systems import get
 
 

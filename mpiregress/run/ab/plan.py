@@ -9,7 +9,10 @@ when ``j`` is odd. Every two pairs form an ABBA block, whose sum of positions is
 same for A and B, so a linear drift inside the allocation (a warming node, a
 neighbour's job ramping up) cancels within each block instead of biasing B; and
 "first after a gap" effects (cold caches, page faults of a freshly loaded binary)
-fall on A and B equally often. With an odd k the last pair is unbalanced; that
+fall on A and B equally often inside a job. The job's own first step is no pair's: every
+round starts at an even pair, so A would take the job's cold start every time (40-65 % on
+the local host's same_numa bandwidth); the check runs one unmeasured step of A first
+(checks/osu_ab.py ``warmup_line``). With an odd k the last pair is unbalanced; that
 costs 1/k of one step of drift (k = 5: A sits at positions 0,3,4,7,8, B at 1,2,5,6,9),
 the price of keeping cluster time at 2 x one ordinary measurement of k = 5.
 
