@@ -20,7 +20,16 @@ from mpiregress.verdict import band, compose
 from mpiregress.verdict.ab import paired
 from mpiregress.verdict.compose import Evidence
 from mpiregress.verdict.history_gate import judge_values
-from mpiregress.verdict.power import Z_POWER, Power, from_conditions, targets_from_mapping, targets_of
+from mpiregress.model.names import METRICS
+from mpiregress.verdict.power import (
+    Z_POWER,
+    Power,
+    from_conditions,
+    target_for,
+    targets_from_mapping,
+    targets_of,
+    tightest,
+)
 
 FAST = paired.PairedConfig(draws=20_000)
 
@@ -137,15 +146,31 @@ def test_a_judge_that_leaves_its_power_on_a_result_is_shown_too():
 
 @pytest.mark.parametrize("block, words", [([0.05], "must map judges"), ({"paired": 0.05}, "not a judge"),
                                           ({"paired_ab": -1}, "positive number"),
-                                          ({"paired_ab": True}, "positive number")])
+                                          ({"paired_ab": True}, "positive number"),
+                                          ({"paired_ab": {"latency@cross_nod": 0.5}}, "names no placement"),
+                                          ({"paired_ab": {"latncy@cross_node": 0.5}}, "is not a metric")])
 def test_a_bad_power_block_is_one_sentence(block, words):
     with pytest.raises(InputError, match=words):
-        targets_from_mapping(block, "system file x.yaml")
+        targets_from_mapping(block, "system file x.yaml", tuple(METRICS))
+
+
+def test_a_placement_may_have_its_own_target_and_the_others_keep_their_metrics():
+    """The local host's cross-node pairs (TCP between namespaces on 2 shared cores) cannot reach what its
+    same-node pairs do: ``metric@placement`` sets that placement's target only."""
+    declared = {"latency": 0.05, "latency@p01": 1.0}
+    assert (target_for(declared, "latency", "p01"), target_for(declared, "latency", "p02")) == (1.0, 0.05)
+    assert target_for(declared, "bandwidth", "p01") is None and target_for(0.2, "latency", "p01") == 0.2
+    verdicts = by_placement(paired.judge(ab_records(0.08, pairs=10), replace(FAST, target=declared)))
+    assert not verdicts["p01"].power.short and verdicts["p02"].power.short
+    assert verdicts["p01"].power.target == 1.0 and verdicts["p02"].power.target == 0.05
+    # Several systems' targets (never in one A/B run today): the most demanding per entry.
+    assert tightest([declared, {"latency": 0.03}, None, 0.5]) == {"latency": 0.03, "latency@p01": 1.0, "*": 0.5}
 
 
 def test_the_shipped_systems_declare_the_ab_target():
     assert targets_of(get("iris"))["paired_ab"] == 0.05 and targets_of(get("aion"))["paired_ab"] == 0.05
-    assert set(targets_of(get("local"))["paired_ab"]) == {"latency", "bandwidth"}
+    assert set(targets_of(get("local"))["paired_ab"]) == {"latency", "bandwidth", "latency@cross_node",
+                                                          "bandwidth@cross_node"}
 
 
 def test_the_html_report_and_the_weekly_markdown_show_the_power():

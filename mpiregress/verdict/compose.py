@@ -256,7 +256,7 @@ def _power(ev: Evidence, rules: policy.Rules) -> tuple[dict[SeriesKey, Power], s
                 targets = ev.targets.get(key.system, {})
             else:
                 targets = cache.setdefault(key.system, _targets_of(key.system))
-            target = target_for(targets.get(JUDGE_KEYS.get(p.judge, "")), key.metric)
+            target = target_for(targets.get(JUDGE_KEYS.get(p.judge, "")), key.metric, key.placement)
             if target is not None:
                 out[key] = p.with_target(target)
     return out, passed

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Collection, Mapping, Optional, Union
+from typing import Any, Collection, Mapping, Optional, Sequence, Union
 
 from mpiregress.errors import InputError
 from mpiregress.model import systems
-from mpiregress.model.names import METRICS
+from mpiregress.model.names import METRICS, PLACEMENTS
 
 PROBABILITY = 0.8            # "could have seen": caught 4 times in 5 at the judge's error rate
 Z_POWER = 0.8416             # the standard normal's 80 % quantile
@@ -101,16 +101,31 @@ def from_conditions(conditions: Mapping[str, Any]) -> Optional[Power]:
         return None
 
 
-# A judge's target: one effect for every metric, or one per metric (``*``: the others).
+# A judge's target: one effect for every metric, or one per metric (``*``: the others), or per metric on one
+# placement (``bandwidth@cross_node``: on the local host, TCP between namespaces on 2 shared cores).
 Target = Union[float, Mapping[str, float]]
+AT = "@"
 
 
-def target_for(target: Optional[Target], metric: str) -> Optional[float]:
-    """The effect ``metric``'s series must be able to show under ``target`` (None: none declared)."""
+def target_for(target: Optional[Target], metric: str, placement: str = "") -> Optional[float]:
+    """The effect a series of ``metric`` on ``placement`` must be able to show under ``target`` (None: none
+    declared): its ``metric@placement`` entry, else its metric's, else ``*``'s."""
     if target is None or isinstance(target, (int, float)):
         return None if target is None else float(target)
-    found = target.get(metric, target.get("*"))
+    found = target.get(f"{metric}{AT}{placement}") if placement else None
+    found = found if found is not None else target.get(metric, target.get("*"))
     return None if found is None else float(found)
+
+
+def tightest(targets: Sequence[Optional[Target]]) -> Optional[Target]:
+    """One target from several systems' (an A/B run of several): the most demanding per entry."""
+    out: dict[str, float] = {}
+    for target in targets:
+        if target is None:
+            continue
+        for entry, value in (target.items() if isinstance(target, Mapping) else [("*", target)]):
+            out[entry] = min(float(value), out.get(entry, float(value)))
+    return out or None
 
 
 def targets_from_mapping(block: Any, where: str, metrics: Optional[Collection[str]] = None) -> dict[str, Target]:
@@ -127,9 +142,13 @@ def targets_from_mapping(block: Any, where: str, metrics: Optional[Collection[st
         if judge not in TARGET_JUDGES:
             raise InputError(f"{where}: power.{judge} is not a judge (known: {', '.join(sorted(TARGET_JUDGES))})")
         values = value if isinstance(value, Mapping) else {"*": value}
-        for metric, number in values.items():
-            if metric != "*" and metrics is not None and metric not in metrics:
-                raise InputError(f"{where}: power.{judge}.{metric} is not a metric (known: {', '.join(metrics)})")
+        for entry, number in values.items():
+            metric, _, placement = str(entry).partition(AT)
+            if entry != "*" and metrics is not None and metric not in metrics:
+                raise InputError(f"{where}: power.{judge}.{entry} is not a metric (known: {', '.join(metrics)}; "
+                                 f"one placement: metric{AT}placement)")
+            if placement and placement not in PLACEMENTS:
+                raise InputError(f"{where}: power.{judge}.{entry} names no placement (known: {', '.join(PLACEMENTS)})")
             if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
                 raise InputError(f"{where}: power.{judge} is {value!r}, expected a positive number (0.05 = 5 %) "
                                  f"or one per metric")

@@ -17,7 +17,7 @@ from mpiregress.model.results import AB_FIELDS, Result, aggregate
 from mpiregress.model.systems import get as get_system
 from mpiregress.verdict.ab import attribution, evidence, paired
 from mpiregress.verdict.history_gate import GateConfig
-from mpiregress.verdict.power import target_for, targets_of
+from mpiregress.verdict.power import targets_of, tightest
 
 
 def records(results: Sequence[Result]) -> list[dict[str, Any]]:
@@ -88,19 +88,15 @@ def with_target(ab_records: Sequence[Mapping[str, Any]], config: paired.PairedCo
     if config.target is not None:
         return config
     systems = {str(r.get("system")) for r in ab_records if r.get("system")}
-    metrics = {str(r.get("metric")) for r in ab_records if r.get("metric")}
-    per_metric: dict[str, float] = {}
+    declared = []
     for name in sorted(systems):
         try:
-            declared = targets_of(get_system(name)).get("paired_ab")
+            declared.append(targets_of(get_system(name)).get("paired_ab"))
         except InputError:
-            declared = None      # a system without a file (a test's, a site's own): no target declared
-        for metric in metrics:
-            found = target_for(declared, metric)
-            if found is not None:
-                # One A/B run is one system; were it several, the most demanding target holds.
-                per_metric[metric] = min(found, per_metric.get(metric, found))
-    return replace(config, target=per_metric) if per_metric else config
+            pass      # a system without a file (a test's, a site's own): no target declared
+    # One A/B run is one system; were it several, the most demanding target holds.
+    target = tightest(declared)
+    return replace(config, target=target) if target is not None else config
 
 
 def judge_run(ab_records: Sequence[Mapping[str, Any]], db: Union[Path, str, None] = None,

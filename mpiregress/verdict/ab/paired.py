@@ -607,7 +607,8 @@ def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
     theta = max(crit * spread, delta) - _sorted_quantile(model.hl, 1 - 0.8) * spread
     budget = max(s.max_pairs, n + len(s.dropped))
     how = f"{n} pairs of {budget}, {config.alpha:.0%} family-wise over {family} series"
-    return Power("paired A/B", _relative(s.metric, theta), target=target_for(config.target, s.metric), how=how)
+    return Power("paired A/B", _relative(s.metric, theta), target=target_for(config.target, s.metric, s.key.placement),
+                 how=how)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:
