@@ -42,6 +42,13 @@ its folder: "cancelled by SIGHUP", exit 6, nothing written into a folder it did 
 The TERM+KILL@10s run did not answer SIGTERM (at 34.2 s, mid-step, load about 7) within 10 s: no "cancelled",
 its job left RUNNING (batch script, srun, both osu_bw ranks) for the after_script. Not explained yet (the
 SIGUSR2 dump above is for the next time). "not moved aside": killed at 1.1 s, before it wrote anything.
+
+2026-11-27, with --build-every 2 (every second run builds source OSU on demand into empty folders first), seeds
+34 and 35, 42 runs (load 2.5-4.7, beside a gitlab-ci-local pipeline): 11 ended while building (make, gcc or
+configure in the run's group), 2 while queued, 16 mid-step, 13 preparing. Slurm jobs left 0, processes left 0
+(a killed build's compilers included), status.json "running" for a dead run 0; every run's report "cancelled"
+except one killed at 1.1 s before it had claimed its folder (nothing written). TERM+KILL@10s answered
+SIGTERM within 0.2-7.5 s in 6 of 6; exit 6 in 0.1-0.6 s from building, 3.9-8.4 s from a step.
 """
 from __future__ import annotations
 
