@@ -286,7 +286,7 @@ def main() -> int:
         lies(root, env)
         return 0
     cluster = LocalCluster(system="local")
-    cluster.start()
+    started = cluster.start()    # stopped at the end when this script started it
     slurm_env = {**env, **cluster.client_env()}
     ways = [chosen[i % len(chosen)] for i in range(args.runs)]
     rng.shuffle(ways)
@@ -355,6 +355,8 @@ def main() -> int:
           f"{sum(len(r['jobs']) for r in rows)}; processes left: {sum(len(r['procs']) for r in rows)}")
     (root / "rows.json").write_text(json.dumps(rows, indent=1))
     print(f"rows: {root / 'rows.json'}")
+    if started:
+        cluster.stop()
     lies(root, env)
     if not args.keep:
         for folder in root.glob("run-*"):
