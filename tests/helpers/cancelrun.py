@@ -198,7 +198,12 @@ def ensure_ended(proc: subprocess.Popen, slurm_env: dict, report_dir: Path) -> N
     try:
         proc.wait(timeout=180)
     except subprocess.TimeoutExpired:
+        # A run that never answered its signal: where each of its threads sat (the CLI's SIGUSR2 faulthandler)
+        # goes into its output, and pytest shows it with the failure (issue 32's rare non-answer under load).
         try:
+            os.kill(proc.pid, signal.SIGUSR2)
+            time.sleep(1)
+            print(f"the run did not end: its threads' stacks, from {report_dir.name}.out:\n{output(proc)[-6000:]}")
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
