@@ -45,8 +45,7 @@ EXTRAS_DEFAULTS: dict[str, Any] = {"launcher_options": ["--mpi=pmix"], "num_node
 # fwq_realtime_priority: the noise family's FWQ at SCHED_FIFO (an explicit option: normal priority, a job's,
 # when absent); probe_realtime_priority: the probe's (docs/noise.md).
 EXTRAS = (*EXTRAS_DEFAULTS, "fwq_realtime_priority", "fwq_iterations", "osu_iterations", "probe_realtime_priority",
-          "step_timeout",
-          "step_end_grace", "coll", "links")
+          "step_timeout", "step_end_grace", "coll", "links")
 COLL_SETTINGS = ("cores_per_node", "multinode_env", "oversubscribed_env")
 LINK_RUN_SETTINGS = ("ranks_per_node", "args", "env", "switches")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

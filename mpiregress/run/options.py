@@ -75,10 +75,15 @@ def _check_osu_iterations(value: object, path: object, key: str) -> None:
     if not isinstance(value, dict) or not value:
         raise ValueError("must map metrics to measured iterations, e.g. {bandwidth: 200}")
     systems.known_settings(value, tuple(METRICS))
-    low, high = ITERATIONS_RANGE
     for metric, count in value.items():
-        if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high:
-            raise ValueError(f"{metric}: {count!r} is out of range: give a whole number from {low} to {high}")
+        if not whole_number_in(count, ITERATIONS_RANGE):
+            raise ValueError(f"{metric}: {count!r} is out of range: give a whole number from "
+                             f"{ITERATIONS_RANGE[0]} to {ITERATIONS_RANGE[1]}")
+
+
+def whole_number_in(value: object, bounds: tuple[int, int]) -> bool:
+    """``value`` is a whole number (not a bool) within the inclusive ``bounds``."""
+    return not isinstance(value, bool) and isinstance(value, int) and bounds[0] <= value <= bounds[1]
 
 
 REPEAT_RANGE = (1, 100)
@@ -116,7 +121,7 @@ def check_options(opts: RunOptions) -> list[str]:
                                        ("--repeat", opts.repeat, REPEAT_RANGE),
                                        ("--ab-pairs", opts.ab_pairs, AB_PAIRS_RANGE),
                                        ("--ab-max-pairs", opts.ab_max_pairs, AB_PAIRS_RANGE)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+        if value is not None and not whole_number_in(value, (low, high)):
             raise InputError(f"{option} {value!r} is out of range: give a whole number from {low} to {high}")
     return methods
 
