@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -213,6 +214,28 @@ def test_signals_raise_cancelled_once_and_later_ones_are_ignored():
     assert caught.value.sentence == "cancelled by SIGHUP"
     # The handlers are back: a later SIGHUP would end the process by default.
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def _blocked_signals(native_id: int) -> set[int]:
+    mask = next(line.split()[1] for line in open(f"/proc/self/task/{native_id}/status") if line.startswith("SigBlk:"))
+    return {sig for sig in range(1, 65) if int(mask, 16) >> (sig - 1) & 1}
+
+
+def test_only_the_main_thread_can_take_a_cancel_signal_while_the_queue_is_watched():
+    """The kernel hands a signal sent to the run to any thread not blocking it, and Python runs handlers in the
+    main thread only: taken by the queue-watch thread, a SIGTERM left the main thread blocked in its read of
+    ReFrame's output (the run did not answer for minutes). The watch thread blocks them; the main does not."""
+    children = cancel.RunChildren(None, dict(os.environ, PATH="/nonexistent"), watch=True)
+    children.popen(["sleep", "30"])
+    try:
+        watch = next(t for t in threading.enumerate() if t.name == "mpiregress-jobs")
+        deadline = time.monotonic() + 10
+        while not set(cancel.CANCEL_SIGNALS) <= _blocked_signals(watch.native_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(cancel.CANCEL_SIGNALS) <= _blocked_signals(watch.native_id)
+        assert not set(cancel.CANCEL_SIGNALS) & _blocked_signals(threading.main_thread().native_id)
+    finally:
+        children.stop(grace=1)
 
 
 def test_the_job_record_reads_back_what_the_run_wrote(tmp_path):
