@@ -410,3 +410,14 @@ def test_tarball_is_reproducible(tmp_path: Path) -> None:
         names = tar.getnames()
         assert all(n.startswith("osu-micro-benchmarks-7.2") for n in names)
         assert tar.getmember("osu-micro-benchmarks-7.2/configure").mode & 0o111
+
+
+def test_a_build_steps_temporary_files_stay_in_the_builds_own_folder(tmp_path: Path) -> None:
+    """gcc writes its cc*.s files under TMPDIR; a step killed mid-compile left them in /tmp."""
+    from mpiregress.builds import common
+
+    log = tmp_path / "build" / "build.log"
+    common.run_logged(["bash", "-c", "mktemp"], step="probe", cwd=tmp_path, log=log,
+                      env={"PATH": os.environ["PATH"], "TMPDIR": "/tmp"})
+    made = [line for line in log.read_text().splitlines() if line.startswith("/")]
+    assert len(made) == 1 and Path(made[0]).parent == tmp_path / "build" / "tmp", log.read_text()

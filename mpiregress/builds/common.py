@@ -307,13 +307,20 @@ def tail(path: Path, lines: int = 25) -> str:
 
 def run_logged(cmd: Sequence[str], *, step: str, cwd: Path, log: Path,
                env: Optional[Mapping[str, str]] = None) -> None:
-    """Run one build step with its output appended to ``log``; a BuildError names the step and the log."""
+    """Run one build step with its output appended to ``log``; a BuildError names the step and the log.
+
+    The step's TMPDIR is ``tmp/`` beside the log: a build killed mid-compile (a cancelled job's SIGKILL)
+    leaves gcc's temporary files in the build's own folder, which the next build of it removes, not in /tmp.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = log.parent / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    env = {**(os.environ if env is None else env), "TMPDIR": str(tmpdir)}
     with open(log, "a") as handle:
         handle.write(f"\n==> [{step}] {shlex.join(cmd)}\n==> in {cwd}\n")
         handle.flush()
         try:
-            proc = subprocess.run(list(cmd), cwd=cwd, env=dict(env) if env is not None else None,
+            proc = subprocess.run(list(cmd), cwd=cwd, env=env,
                                   stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT)
         except OSError as err:
             raise BuildError(f"build step '{step}' could not start {cmd[0]}: {err.strerror}; log: {log}") from None
