@@ -196,3 +196,20 @@ def test_an_inconclusive_series_whose_interval_excludes_the_target_does_not_turn
     assert v.state == "pass" and "excludes a change of the 35% target" in v.of("evidence")[0].sentence
     beyond = replace(within, high=0.41)
     assert compose.compose("toolchain_mr", Evidence(paired=[beyond])).state == "needs a look"
+
+
+def test_an_improvement_smaller_than_the_target_does_not_turn_a_good_mr_yellow():
+    """The local host's same-node latency is resolved to 40 %: a 9.9 % 'improvement' there is its noise (a
+    comment-only MR through the real pipeline was yellow for one); on a 5 % cluster it is still a look."""
+    from mpiregress.verdict.ab.paired import PairedVerdict
+
+    key = pt2pt_key("local", "batch", "source", "same_numa", "latency")
+    better = PairedVerdict(key=key, verdict="improvement", reason="B is 9.9% better", metric="latency",
+                           effect=-0.099, low=-0.157, high=-0.037, pairs=6, max_pairs=10,
+                           power=Power("paired A/B", 0.14, target=0.40))
+    v = compose.compose("toolchain_mr", Evidence(paired=[better]))
+    assert v.state == "pass" and "excludes a change of the 40% target" in v.of("evidence")[0].sentence
+    on_a_cluster = replace(better, power=Power("paired A/B", 0.04, target=0.05))
+    assert compose.compose("toolchain_mr", Evidence(paired=[on_a_cluster])).state == "needs a look"
+    reaching = replace(better, low=-0.45)
+    assert compose.compose("toolchain_mr", Evidence(paired=[reaching])).state == "needs a look"

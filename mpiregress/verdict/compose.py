@@ -444,6 +444,11 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
             assert v.power is not None and v.power.target is not None
             out.append(Finding(EVIDENCE, sentence=f"inconclusive, but its interval excludes a change of the "
                                f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
+        elif v.verdict == "improvement" and _improvement_within_target(v):
+            # Better by less than this system can resolve (its target): the same noise that sets the target.
+            assert v.power is not None and v.power.target is not None
+            out.append(Finding(EVIDENCE, sentence=f"improvement, but its interval excludes a change of the "
+                               f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
         elif v.verdict in ("inconclusive", "improvement", "noisy"):
             out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
     return out
@@ -454,6 +459,14 @@ def _within_target(v: "PairedVerdict") -> bool:
     p = v.power
     return (p is not None and p.target is not None and p.scale == "relative" and v.high is not None
             and v.high < p.target)
+
+
+def _improvement_within_target(v: "PairedVerdict") -> bool:
+    """An improvement whose interval's best end is still short of its power target (the mirror of
+    :func:`_within_target`): on a system that must see only changes of that size, not a finding."""
+    p = v.power
+    return (p is not None and p.target is not None and p.scale == "relative" and v.low is not None
+            and -v.low < p.target)
 
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:
