@@ -2,7 +2,7 @@
 alternate in ONE job, on the same nodes, with the same binding.
 
 One test per series (metric x placement x build method). Its job runs k pairs in the
-balanced order of :func:`mpiregress.run.ab.plan.interleaved_order` (A B | B A | ...): each step is
+balanced order of :func:`mpiregress.run.ab.plan.interleaved_order` (ABBA or BAAB blocks): each step is
 its own srun of the side's binary, in a subshell that applies that side's manifest
 environment (setup lines, env_vars) and clears the other side's variables, so the
 toolchain's environment is the one thing that differs. Every step's output is kept
@@ -52,6 +52,8 @@ class OsuAbCheck(OsuCheckBase):
     ab_first_pair = variable(int, value=int(os.environ.get('MPIREGRESS_AB_FIRST_PAIR') or 0))
     ab_look = variable(int, value=int(os.environ.get('MPIREGRESS_AB_LOOK') or 1))
     ab_max_pairs = variable(int, value=int(os.environ.get('MPIREGRESS_AB_MAX_PAIRS') or 0))
+    # Each ABBA block's orientation (plan.block_flipped): one seed per run, set by the runner, and the series.
+    ab_order_seed = variable(str, value=os.environ.get('MPIREGRESS_AB_ORDER_SEED', ''))
     ab_order = variable(list, value=[])       # [[position, pair, side], ...] as run
 
     @run_after('init')
@@ -76,7 +78,8 @@ class OsuAbCheck(OsuCheckBase):
             if same:
                 self.sides['A'] = same[0]
         if 'A' in self.sides:
-            order = interleaved_order(self.ab_pairs, first=self.ab_first_pair)
+            seed = self.ab_order_seed and f'{self.ab_order_seed}/{self.build_method}/{self.placement}/{self.metric}'
+            order = interleaved_order(self.ab_pairs, first=self.ab_first_pair, seed=seed)
         else:
             first = self.ab_first_pair
             order = [Step(position=first + i, pair=first + i, side='B') for i in range(self.ab_pairs)]

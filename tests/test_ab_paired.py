@@ -194,6 +194,25 @@ def test_interleaved_order_is_balanced():
         interleaved_order(0)
 
 
+def test_a_seeded_order_turns_blocks_at_random_and_stays_balanced_across_rounds():
+    """A fixed ABBA puts B at positions 1-2, 5-6, ... every time: a load rhythm of two steps sided with B
+    in every pair. Seeded, each block is ABBA or BAAB, the same for the seed in every round."""
+    blocks = set()
+    for seed in (f"run{i}/source/same_numa/latency" for i in range(20)):
+        order = interleaved_order(10, seed=seed)
+        for start in range(0, 20, 4):
+            block = "".join(s.side for s in order[start:start + 4])
+            assert block in ("ABBA", "BAAB")
+            blocks.add(block)
+        for side in "AB":   # every block balanced: a linear drift still hits both sides alike
+            assert sum(s.position for s in order if s.side == side) == sum(range(20)) / 2
+        assert order == interleaved_order(4, seed=seed) + interleaved_order(2, first=4, seed=seed) + \
+            interleaved_order(4, first=6, seed=seed)
+    assert blocks == {"ABBA", "BAAB"}
+    assert interleaved_order(10, seed="x") != interleaved_order(10, seed="y") or \
+        interleaved_order(10, seed="x") != interleaved_order(10, seed="z")
+
+
 def test_plan_refuses_mismatched_builds_and_tags_samples():
     a = Side(manifest="main/source.json", method="source", target="x86_64_v4", toolchain="2023b")
     b = Side(manifest="mr/source.json", method="source", target="x86_64_v4", toolchain="2023b")

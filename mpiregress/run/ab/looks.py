@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,10 +59,13 @@ def prepare_ab(opts: RunOptions, methods: list[str], env: dict[str, str], manife
         check_binaries(found.directory, list(pairing.pairs), opts)
     env["MPIREGRESS_AB_MANIFEST_DIR"] = str(found.directory or "")
     schedule = ab_schedule(opts)
+    # A new seed per run: no rhythm of the host's load can side with B run after run (plan.block_flipped).
+    seed = env.get("MPIREGRESS_AB_ORDER_SEED") or secrets.token_hex(8)
     env.update(MPIREGRESS_AB_PAIRS=str(schedule.initial_pairs), MPIREGRESS_AB_FIRST_PAIR="0",
-               MPIREGRESS_AB_LOOK="1", MPIREGRESS_AB_MAX_PAIRS=str(schedule.max_pairs))
-    record = {**found.to_dict(), "pairs": {m: [str(a.path), str(b.path)] for m, (a, b) in pairing.pairs.items()},
-              "b_only": pairing.b_only}
+               MPIREGRESS_AB_LOOK="1", MPIREGRESS_AB_MAX_PAIRS=str(schedule.max_pairs),
+               MPIREGRESS_AB_ORDER_SEED=seed)
+    record = {**found.to_dict(), "order_seed": seed,
+              "pairs": {m: [str(a.path), str(b.path)] for m, (a, b) in pairing.pairs.items()}, "b_only": pairing.b_only}
     folder.write("ab-a.json", json.dumps(record, indent=2) + "\n")
     folder.step(found.sentence)
     log(found.sentence + ("" if found.directory else ": the series are judged by the history gate"))
