@@ -19,7 +19,7 @@ the status.json states (for KILL+new_run: the dead run's, as moved aside by the 
 1e6 us latency (`mpiregress verdict --event run`), and a history import of a 1e308 us latency.
 
     setsid python benchmarks/kill_sequences.py [--runs 40] [--seed 32] [--max-minutes 60] [--ways W,...]
-        [--earliest S] [--latest S] [--build-every 4] [--keep]
+        [--earliest S] [--latest S] [--build-every 4] [--judging-every N] [--keep]
 
 A way with a grace of 5 s or more sends the run SIGUSR2 half a second before its SIGKILL: a run that has not
 answered SIGTERM by then prints where each of its threads sat (faulthandler) at the end of its .out.
@@ -268,6 +268,8 @@ def main() -> int:
     parser.add_argument("--build-every", type=int, default=4,
                         help="every Nth run builds source OSU on demand into empty folders first (needs "
                              "OSU_SOURCE_MIRROR or a download); 0: none")
+    parser.add_argument("--judging-every", type=int, default=0,
+                        help="every Nth run is ended the moment ReFrame's report lands (judging), not at random")
     parser.add_argument("--lies-only", action="store_true")
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of: " + ", ".join(WAYS))
     args = parser.parse_args()
@@ -305,8 +307,14 @@ def main() -> int:
         proc = start(folder, run_args, run_env)
         moment = round(rng.uniform(args.earliest, args.latest), 1)
         deadline = time.monotonic() + moment
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
+        if args.judging_every and index % args.judging_every == args.judging_every - 1:
+            # The judging phase lasts well under a second here: watched for, not drawn (the run's own limit bounds it).
+            deadline = time.monotonic() + 900
+            while not (folder / "reframe-report.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+        else:
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
         at = phase(proc, folder, slurm_env)
         exited, notes = end(way, proc, folder, run_env)
         code = proc.returncode

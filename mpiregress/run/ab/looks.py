@@ -103,7 +103,12 @@ def ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: list
     schedule = ab_schedule(opts)
     sizes = schedule.look_sizes()
     notes: list[str] = []
-    for look in range(2, len(sizes) + 1):
+    rounds = 0
+    # Each pass gives every series that wants more its own next look (by the pairs it has): a series whose power
+    # fell short only after later rounds of other series widened its class's pool catches up at the same look
+    # sizes, instead of ending "not a pass after 8 of 10 pairs" (a comment-only MR, 2026-11-27). Every round
+    # adds pairs, and no series goes beyond the budget: the passes end.
+    while True:
         records = [r for r in ab_judge.records(loaded) if "ab_side" in r]
         try:
             config = ab_judge.with_target(records)
@@ -111,14 +116,17 @@ def ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: list
         except (InputError, KeyError):
             break   # the final verdict says why, after every sample is kept
         more = set(paired.continuing(verdicts, config))
-        if not more:
-            break
-        first, count = sizes[look - 2], sizes[look - 1] - sizes[look - 2]
-        groups: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+        groups: dict[tuple[int, str, tuple[str, ...]], list[Any]] = {}
         for v in verdicts:
-            if v.key in more:
-                groups.setdefault((v.key.partition, v.nodes), []).append(v.key)
-        for index, ((partition, nodes), keys) in enumerate(sorted(groups.items())):
+            done = v.pairs + v.dropped
+            look = next((j for j, size in enumerate(sizes, 1) if size > done), None)
+            if v.key in more and look is not None and look >= 2:
+                groups.setdefault((look, v.key.partition, v.nodes), []).append(v.key)
+        if not groups:
+            break
+        measured = 0
+        for (look, partition, nodes), keys in sorted(groups.items()):
+            first, count = sizes[look - 2], sizes[look - 1] - sizes[look - 2]
             names = ", ".join(k.name() for k in keys)
             note = (f"look {look}: {len(keys)} series still inconclusive beyond the minimum effect or short of "
                     f"the power target get pairs "
@@ -126,9 +134,13 @@ def ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: list
             log(note)
             folder.step(note)
             found = ab_round(opts, env, folder, keys, partition, nodes, look, first, count,
-                              opts.report_dir / f"ab-look-{look}" / f"{partition}-{index}", toolchain_name)
+                              opts.report_dir / f"ab-look-{look}" / f"{partition}-{rounds}", toolchain_name)
+            rounds += 1
             loaded = loaded + found
+            measured += sum('ab_side' in r.conditions for r in found)
             notes.append(note + f" ({sum('ab_side' in r.conditions for r in found)} samples)")
+        if not measured:
+            break   # rounds that measured nothing (ReFrame wrote no report) would be asked for again
     return loaded, notes
 
 
