@@ -26,6 +26,18 @@ beside the real figures of the files.
     python benchmarks/ab_aa_real_vs_sim.py /work/bench/*/ab-samples.json [--mrs 200] [--seed 5]
 
 Evidence, not a test; a few minutes for 200 MRs per model on a 2-core VM.
+
+2026-11-27, 8 MRs through the real pipeline at load 0.5-2.5 (5 comment-only, 3 btl_vader_eager_limit 1024;
+kept outside the repository), --mrs 100, beside the test suite (nice 19):
+
+    real:                false alarms 0/8 (0.0%, 95 % up 32.4%); needs a look 1/8 (12%); pairs median 6, worst 10
+    | bandwidth inter-node | 116 | 16.11% | 3.09%-33.89% | 1.02% |
+    | bandwidth intra-node |  96 |  1.58% | 0.53%-2.55%  | 0.52% |
+    | latency inter-node   | 110 | 13.31% | 4.46%-23.97% | 1.02% |
+    | latency intra-node   | 116 |  4.40% | 2.35%-21.11% | 0.52% |
+    simulated, clusters' model:    false alarms 0/100; needs a look 0/100 (0%); pairs median 4, worst 4
+    simulated, local (empirical):  false alarms 1/100 (1.0%, 95 % up 5.4%); needs a look 24/100; pairs median 6, worst 10
+    simulated, local (pooled):     false alarms 1/100 (1.0%, 95 % up 5.4%); needs a look 16/100; pairs median 6, worst 10
 """
 from __future__ import annotations
 
