@@ -18,6 +18,7 @@ from helpers.e2e import pipeline  # noqa: F401  (fixture)
 from shared import REPO
 
 from mpiregress.run.ab.plan import interleaved_order
+from mpiregress.verdict.ab import judge as ab_judge
 from mpiregress.verdict.ab import paired
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -231,6 +232,8 @@ def test_an_inconclusive_series_gets_more_pairs_in_a_second_look_and_a_clear_one
     assert "7 pairs" in outs["same_numa.bandwidth"] and "5 pairs" in outs["same_numa.latency"], outs
     kept = json.loads((report / "results.json").read_text())
     assert len([r for r in kept if "ab_side" in r["conditions"]]) == len(samples) == 24
-    # Whatever was measured: the series that got look 2 are exactly those the judge of look 1 sent there.
-    first_look = paired.judge([r for r in samples if r["ab_look"] == 1])
-    assert {k.metric for k in paired.continuing(first_look)} == {"bandwidth"}
+    # Whatever was measured: the series that got look 2 are exactly those the judge of look 1 sent there, with
+    # the run's own config (the local system's power target: a pass short of it is sent on too).
+    first = [r for r in samples if r["ab_look"] == 1]
+    config = ab_judge.with_target(first)
+    assert {k.metric for k in paired.continuing(paired.judge(first, config), config)} == {"bandwidth"}
