@@ -52,7 +52,7 @@ def run_rounds(monkeypatch, spread: dict[str, float], measures: bool = True):
     return loaded, notes, calls
 
 
-def test_a_series_short_of_its_target_gets_every_look_up_to_the_budget_and_no_further(monkeypatch, tmp_path):
+def test_a_series_short_of_its_target_gets_every_look_up_to_the_budget_and_no_further(monkeypatch):
     # Cross-node bandwidth scattering by 150 % a pair: short of the local 100 % target at every look.
     loaded, notes, calls = run_rounds(monkeypatch, {"cross_node": 1.5})
     assert [(look, first, count) for look, first, count, _ in calls] == [(2, 4, 2), (3, 6, 2), (4, 8, 2)]

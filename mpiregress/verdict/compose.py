@@ -439,15 +439,10 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
         elif v.verdict == "inconclusive" and not _beyond_min_effect(v):
             # Too noisy to certify, but its estimate is within the minimum effect: said, not flagged.
             out.append(Finding(EVIDENCE, sentence=f"inconclusive within the minimum effect: {v.reason}", **common))
-        elif v.verdict == "inconclusive" and _within_target(v):
-            # Not significant, and its interval leaves no room for a change as large as the system must see.
+        elif v.verdict in ("inconclusive", "improvement") and _within_target(v):
+            # Its interval leaves no room, on its side, for a change as large as the system must see.
             assert v.power is not None and v.power.target is not None
-            out.append(Finding(EVIDENCE, sentence=f"inconclusive, but its interval excludes a change of the "
-                               f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
-        elif v.verdict == "improvement" and _improvement_within_target(v):
-            # Better by less than this system can resolve (its target): the same noise that sets the target.
-            assert v.power is not None and v.power.target is not None
-            out.append(Finding(EVIDENCE, sentence=f"improvement, but its interval excludes a change of the "
+            out.append(Finding(EVIDENCE, sentence=f"{v.verdict}, but its interval excludes a change of the "
                                f"{v.power.amount(v.power.target)} target: {v.reason}", **common))
         elif v.verdict in ("inconclusive", "improvement", "noisy"):
             out.append(Finding("needs a look", sentence=f"{v.verdict}: {v.reason}", cause=cause, **common))
@@ -455,18 +450,15 @@ def _paired(ev: Evidence, rules: policy.Rules) -> list[Finding]:
 
 
 def _within_target(v: "PairedVerdict") -> bool:
-    """The series' interval ends below its power target: whatever it is, it is not a change this system must see."""
+    """The series' interval ends short of its power target on the verdict's side (the worst end of an
+    inconclusive series, the best end of an improvement): whatever it is, it is not a change this system
+    must see."""
     p = v.power
-    return (p is not None and p.target is not None and p.scale == "relative" and v.high is not None
-            and v.high < p.target)
-
-
-def _improvement_within_target(v: "PairedVerdict") -> bool:
-    """An improvement whose interval's best end is still short of its power target (the mirror of
-    :func:`_within_target`): on a system that must see only changes of that size, not a finding."""
-    p = v.power
-    return (p is not None and p.target is not None and p.scale == "relative" and v.low is not None
-            and -v.low < p.target)
+    if p is None or p.target is None or p.scale != "relative":
+        return False
+    if v.verdict == "improvement":
+        return v.low is not None and -v.low < p.target
+    return v.high is not None and v.high < p.target
 
 
 def _beyond_min_effect(v: "PairedVerdict") -> bool:

@@ -137,8 +137,9 @@ def ab_more_rounds(loaded: list[results.Result], opts: RunOptions, methods: list
                               opts.report_dir / f"ab-look-{look}" / f"{partition}-{rounds}", toolchain_name)
             rounds += 1
             loaded = loaded + found
-            measured += sum('ab_side' in r.conditions for r in found)
-            notes.append(note + f" ({sum('ab_side' in r.conditions for r in found)} samples)")
+            samples = sum('ab_side' in r.conditions for r in found)
+            measured += samples
+            notes.append(note + f" ({samples} samples)")
         if not measured:
             break   # rounds that measured nothing (ReFrame wrote no report) would be asked for again
     return loaded, notes
