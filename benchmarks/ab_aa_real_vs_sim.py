@@ -42,6 +42,8 @@ kept outside the repository), --mrs 100, beside the test suite (nice 19):
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
 import json
 import math
 import statistics
@@ -53,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _synth  # noqa: E402
+from _ab_looks import run_looks  # noqa: E402
 from ab_aa_local import upper95  # noqa: E402
 
 from mpiregress.model.names import METRICS  # noqa: E402
@@ -69,21 +72,23 @@ def noise_class(key) -> tuple[str, str]:
     return key.metric, _synth.locality(dict(key.parameters)["placement"])
 
 
-def state_of(verdicts: list) -> str:
-    """The composed A/B state of a toolchain MR judged on these verdicts alone."""
-    return compose.compose("toolchain_mr", compose.Evidence(paired=verdicts)).state
+def outcome_of(verdicts: list) -> dict:
+    """One MR as the pipeline would say it: its A/B state, the noise classes of the series that made it "needs a
+    look", its regressions and each series' pairs."""
+    composed = compose.compose("toolchain_mr", compose.Evidence(paired=verdicts))
+    return dict(state=composed.state, regressions=sum(v.verdict == "regression" for v in verdicts),
+                looked={noise_class(f.key) for f in composed.findings if f.state == "needs a look" and f.key},
+                pairs={v.name(): v.pairs for v in verdicts})
 
 
-def real_mrs(files: list[Path]) -> tuple[list[dict], list[dict], dict]:
-    """(per file its outcome, per file per class the real log-ratios, per series its template record and A
-    level)."""
+def real_mrs(files: list[Path], config: paired.PairedConfig) -> tuple[list[dict], list[dict], dict]:
+    """(per file its outcome judged with ``config`` on the pairs it measured, per file per class the real
+    log-ratios, per series its template record and A level)."""
     outcomes, per_file, series = [], [], {}
     for path in files:
         records = [r for r in json.loads(path.read_text()) if "ab_side" in r]
-        verdicts = paired.judge(records, judge.with_target(records))
-        outcomes.append(dict(file=str(path), state=state_of(verdicts),
-                             regressions=sum(v.verdict == "regression" for v in verdicts),
-                             pairs={v.name(): v.pairs for v in verdicts}))
+        verdicts = paired.judge(records, config)
+        outcomes.append(dict(outcome_of(verdicts), file=str(path)))
         pools: dict = defaultdict(list)
         per_file.append(pools)
         for s in paired.collect(records).values():
@@ -97,31 +102,16 @@ def simulate(rng: np.random.Generator, series: dict, model, schedule: Schedule, 
     """One null MR of ``series`` with the sequential looks; ``model(rng)`` gives the MR's
     ``draw(rng, key, n)``: n log(B/A)."""
     draw = model(rng)
-    records: list[dict] = []
-    measured = dict.fromkeys(series, 0)
 
-    def measure(key, count: int, look: int) -> None:
+    def measure(key, first: int, count: int, look: int) -> list[dict]:
         template, level = series[key]
         nodes = ["node1", "node2"] if _synth.locality(dict(key.parameters)["placement"]) == "inter-node" else ["node1"]
-        for offset, d in enumerate(draw(rng, key, count)):
-            for side, value in (("A", level), ("B", level * math.exp(d))):
-                records.append(dict(template, value=value, status="pass", ab_side=side,
-                                    ab_pair=measured[key] + offset, ab_look=look, ab_max_pairs=schedule.max_pairs,
-                                    nodelist=nodes, target="t"))
-        measured[key] += count
+        return [dict(template, value=value, status="pass", ab_side=side, ab_pair=first + offset, ab_look=look,
+                     ab_max_pairs=schedule.max_pairs, nodelist=nodes, target="t")
+                for offset, d in enumerate(draw(rng, key, count))
+                for side, value in (("A", level), ("B", level * math.exp(d)))]
 
-    for key in series:
-        measure(key, schedule.initial_pairs, 1)
-    look = 1
-    while True:
-        verdicts = paired.judge(records, config)
-        more = paired.continuing(verdicts, config)
-        if not more:
-            return verdicts
-        look += 1
-        for key in more:
-            _, count = schedule.next_round(measured[key])
-            measure(key, count, look)
+    return run_looks(list(series), measure, schedule, config)[0]
 
 
 def clusters_model(rng: np.random.Generator):
@@ -158,8 +148,11 @@ def summary(outcomes: list[dict]) -> str:
     fa = sum(o["regressions"] > 0 for o in outcomes)
     yellow = sum(o["state"] == "needs a look" for o in outcomes)
     pairs = [p for o in outcomes for p in o["pairs"].values()]
+    by_class = collections.Counter(c for o in outcomes for c in o["looked"])
+    where = ", ".join(f"{m} {loc} {k}" for (m, loc), k in sorted(by_class.items())) or "-"
     return (f"false alarms {fa}/{n} ({fa / n:.1%}, 95 % up {upper95(fa, n):.1%}); needs a look {yellow}/{n} "
-            f"({yellow / n:.0%}); pairs per series median {statistics.median(pairs):.0f}, worst {max(pairs)}")
+            f"({yellow / n:.0%}; from {where}); pairs per series median {statistics.median(pairs):.0f}, "
+            f"worst {max(pairs)}")
 
 
 def main() -> int:
@@ -168,15 +161,24 @@ def main() -> int:
     parser.add_argument("--mrs", type=int, default=200, help="simulated null MRs per model")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--system", default="local")
+    parser.add_argument("--max-pairs", type=int, default=None, help="the budget to simulate (default: the system's)")
+    parser.add_argument("--target", action="append", default=[], metavar="METRIC[@PLACEMENT]=X",
+                        help="a power target to simulate instead of the system's (repeatable)")
+    parser.add_argument("--models", default="clusters,empirical,pooled", help="the simulated noise models to run")
     opts = parser.parse_args()
-    outcomes, per_file, series = real_mrs(opts.files)
+    system = get(opts.system)
+    schedule = schedule_of(system)
+    if opts.max_pairs is not None:
+        schedule = dataclasses.replace(schedule, max_pairs=opts.max_pairs)
+    config = judge.with_target([{"system": opts.system}])
+    if opts.target:
+        overrides = {k: float(x) for k, x in (t.split("=", 1) for t in opts.target)}
+        config = dataclasses.replace(config, target={**dict(config.target or {}), **overrides})
+    outcomes, per_file, series = real_mrs(opts.files, config)
     pools: dict = defaultdict(list)
     for found in per_file:
         for cls, values in found.items():
             pools[cls] += values
-    system = get(opts.system)
-    schedule = schedule_of(system)
-    config = judge.with_target([{"system": opts.system}])
     print(f"{len(outcomes)} real A/A MRs, {len(series)} series each; schedule {schedule}; target {config.target}")
     for o in outcomes:
         print(f"  {o['file']}: {o['state']}, {o['regressions']} regression(s), pairs "
@@ -190,15 +192,15 @@ def main() -> int:
         each = [paired.robust_scale(np.asarray(f[cls])) for f in per_file if len(f.get(cls, ())) > 2]
         print(f"| {cls[0]} {cls[1]} | {len(pools[cls])} | {paired.robust_scale(np.asarray(pools[cls])):.2%} | "
               f"{min(each):.2%}-{max(each):.2%} | {paired.robust_scale(model):.2%} |")
-    for label, model in (("clusters' model", clusters_model), ("local (empirical)", empirical_model(per_file, False)),
-                         ("local (pooled)", empirical_model(per_file, True))):
+    models = {"clusters": ("clusters' model", clusters_model),
+              "empirical": ("local (empirical)", empirical_model(per_file, False)),
+              "pooled": ("local (pooled)", empirical_model(per_file, True))}
+    for label, model in (models[m] for m in opts.models.split(",")):
         rng = np.random.default_rng(opts.seed)
         simulated = []
         for _ in range(opts.mrs):
             verdicts = simulate(rng, series, model, schedule, config)
-            simulated.append(dict(state=state_of(verdicts), regressions=sum(v.verdict == "regression"
-                                                                              for v in verdicts),
-                                  pairs={v.name(): v.pairs for v in verdicts}))
+            simulated.append(outcome_of(verdicts))
         print(f"simulated, {label + ':':<19} {summary(simulated)}", flush=True)
     print("\nThe clusters' model is what docs/ab.md's figures were simulated with; 'local (empirical)' is the model "
           "corrected to the proving ground.")

@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _synth  # noqa: E402
+from _ab_looks import run_looks  # noqa: E402
 
 from mpiregress.model.names import METRICS  # noqa: E402
 from mpiregress.verdict.ab import paired  # noqa: E402
@@ -76,36 +77,20 @@ def simulate(rng: np.random.Generator, schedule: Schedule, steps: dict[int, floa
     """One MR's A/B allocation, round by round, as `mpiregress run --ab-against` does it."""
     series = _synth.matrix_series()
     centres = [_series_draw(rng, metric, placement) for (_, _, _, placement, metric) in series]
-    records: list[dict] = []
-    measured = [0] * len(series)
+    index_of = {_key(i): i for i in range(len(series))}
 
-    def measure(index: int, count: int, look: int) -> None:
+    def measure(key, first: int, count: int, look: int) -> list[dict]:
+        index = index_of[key]
         system, partition, method, placement, metric = series[index]
         a, b = _pairs(rng, metric, placement, centres[index], count, steps.get(index, 0.0))
         nodes = [f"{system}-001", f"{system}-002"] if placement == "cross_node" else [f"{system}-001"]
-        for offset in range(count):
-            for side, values in (("A", a), ("B", b)):
-                records.append(dict(system=system, partition=partition, method=method, placement=placement,
-                                    metric=metric, value=float(values[offset]), status="pass", ab_side=side,
-                                    ab_pair=measured[index] + offset, ab_look=look,
-                                    ab_max_pairs=schedule.max_pairs, nodelist=nodes, target="t"))
-        measured[index] += count
+        return [dict(system=system, partition=partition, method=method, placement=placement, metric=metric,
+                     value=float(values[offset]), status="pass", ab_side=side, ab_pair=first + offset,
+                     ab_look=look, ab_max_pairs=schedule.max_pairs, nodelist=nodes, target="t")
+                for offset in range(count) for side, values in (("A", a), ("B", b))]
 
-    for index in range(len(series)):
-        measure(index, schedule.initial_pairs, 1)
-    look = 1
-    while True:
-        verdicts = {v.key: v for v in paired.judge(records, config)}
-        more = paired.continuing(list(verdicts.values()), config)
-        if not more:
-            break
-        look += 1
-        index_of = {paired.series_key(dict(zip(("system", "partition", "method", "placement", "metric"), s,
-                                               strict=True))): i for i, s in enumerate(series)}
-        for key in more:
-            start, count = schedule.next_round(measured[index_of[key]])
-            measure(index_of[key], count, look)
-    return Outcome(verdicts=verdicts, executions=2 * sum(measured), looks=look)
+    verdicts, looks, pairs = run_looks(list(index_of), measure, schedule, config)
+    return Outcome(verdicts={v.key: v for v in verdicts}, executions=2 * pairs, looks=looks)
 
 
 def _key(index: int):
