@@ -49,6 +49,25 @@ configure in the run's group), 2 while queued, 16 mid-step, 13 preparing. Slurm 
 (a killed build's compilers included), status.json "running" for a dead run 0; every run's report "cancelled"
 except one killed at 1.1 s before it had claimed its folder (nothing written). TERM+KILL@10s answered
 SIGTERM within 0.2-7.5 s in 6 of 6; exit 6 in 0.1-0.6 s from building, 3.9-8.4 s from a step.
+
+2026-11-27, after the fix of the unanswered signal (the queue-watch thread blocks TERM/INT/HUP, so the kernel
+hands them to the main thread) and with build steps' TMPDIR in their own folder: seed 36, --build-every 3,
+--judging-every 5, 25 runs in the 75 minutes (each judging run goes to its end first: 10-15 min at this load),
+beside benchmarks/links_faults.py, the noise benchmark and a gitlab-ci-local pipeline (load 5-9):
+
+    way                runs  phases                                 jobs left  procs left  status.json   exit s (med/max)
+    SIGTERM              3   mid-step 2, preparing 1                    0          0       cancelled 3   7.4 / 8.7
+    SIGINT               2   building 1, queued 1                       0          0       cancelled 2   1.9 / 3.4
+    SIGHUP               5   building 2, mid-step 2, preparing 1        0          0       cancelled 5   1.5 / 8.0
+    TERM+KILL@2s         3   building 1, mid-step 2                     0          0       cancelled 3   2.0 / 2.1
+    TERM+KILL@10s        3   judging 1, mid-step 2                      0          0       cancelled 3   7.1 / 8.2
+    KILL+after_script    5   building 2, judging 1, mid-step 2          0          0       cancelled 5   0.0 / 0.0
+    KILL+new_run         4   judging 1, mid-step 3                      0          0       cancelled 4   0.0 / 0.0
+
+Every run's report said "cancelled"; no gcc temporary file was left in /tmp by the six runs ended while building.
+The lie cases: a results file labelled pass on a 1e6 us latency, `verdict --event run`: exit 1, "baseline band:
+1000000 us is above the limit 42 us"; a history import of a 1e308 us latency: exit 2, "value: latency 1e+308 us
+is impossible: it must be at most 3.6e+09 us (an hour)".
 """
 from __future__ import annotations
 
