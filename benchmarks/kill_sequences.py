@@ -55,7 +55,7 @@ hands them to the main thread) and with build steps' TMPDIR in their own folder:
 --judging-every 5, 25 runs in the 75 minutes (each judging run goes to its end first: 10-15 min at this load),
 beside benchmarks/links_faults.py, the noise benchmark and a gitlab-ci-local pipeline (load 5-9):
 
-    way                runs  phases                                 jobs left  procs left  status.json   exit s (med/max)
+    way                runs  phases                                 jobs left  procs left  status.json   exit s med/max
     SIGTERM              3   mid-step 2, preparing 1                    0          0       cancelled 3   7.4 / 8.7
     SIGINT               2   building 1, queued 1                       0          0       cancelled 2   1.9 / 3.4
     SIGHUP               5   building 2, mid-step 2, preparing 1        0          0       cancelled 5   1.5 / 8.0
