@@ -130,6 +130,8 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
     events = findings.one_core_events(run)
     host = [(p, where) for where, p, _ in findings.host_events(run)]
     named, honest, silent, used, could = 0, 0, 0, set(), []
+    node = run.nodes[0]
+    noisiest = power.noisiest_rank(raw.nodes[0], node)
     for core, period in sources:
         hz = 1000.0 / period
         hit = next((i for i, (c, p) in enumerate(events) if c.cpu == core and i not in used
@@ -138,11 +140,9 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
             used.add(hit)
             named += 1
             continue
-        node = run.nodes[0]
-        noisiest = max(range(len(node.cores)), key=lambda i: node.cores[i].lost_fraction)
         # 7 % off the source's period: at its own period the real train (missed, yet there) would lend its
         # spectral line to the synthetic one, and the run would seem to see what it did not.
-        smallest = power.smallest_stall_us(raw.nodes[0].ranks[noisiest], period * OFFSET, node.tick_hz)
+        smallest = power.smallest_stall_us(noisiest, period * OFFSET, node.tick_hz)
         could.append(f"{period:g}ms>={smallest / 1e3:.2g}ms" if smallest != float("inf") else f"{period:g}ms:none")
         if smallest <= spin_us(period):
             silent += 1

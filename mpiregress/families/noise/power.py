@@ -111,10 +111,14 @@ class NodePower:
         return power_conditions("noise", round(self.share, 5), "relative", self.how())
 
 
+def noisiest_rank(node: NodeData, analysed: analysis.NodeNoise) -> RankData:
+    """The samples of the node's core that lost the most time: the background an event must stand out from."""
+    return node.ranks[max(range(len(analysed.cores)), key=lambda i: analysed.cores[i].lost_fraction)]
+
+
 def node_power(node: NodeData, analysed: analysis.NodeNoise,
                periods_ms: tuple[float, ...] = REFERENCE_PERIODS_MS) -> NodePower:
     """The node's power, measured on its core that lost the most time."""
-    noisiest = max(range(len(analysed.cores)), key=lambda i: analysed.cores[i].lost_fraction)
-    data = node.ranks[noisiest]
+    data = noisiest_rank(node, analysed)
     return NodePower(node=node.name, cpu=data.cpu,
                      stalls_us={p: smallest_stall_us(data, p, analysed.tick_hz) for p in periods_ms})
