@@ -13,8 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers import cancelrun
@@ -165,6 +167,8 @@ def test_the_next_run_in_a_killed_runs_folder_cancels_its_jobs_and_keeps_its_rec
         proc.wait(timeout=30)
         token = cancelrun.token(report_dir)
         assert job in cancelrun.queued(slurm_env, report_dir), "the killed run's job should still be queued"
+        # Its private sbatch was in its own folder (not /tmp, where a killed run cannot remove it).
+        assert (report_dir / cancel.FENCE_NAME / "sbatch").exists()
         # A new run (a dry run: quick, and it owns the folder the same way) in the same folder.
         done = subprocess.run([sys.executable, "-m", "mpiregress", "run", "--system", "local", "--report-dir",
                                str(report_dir), "--dry-run", *cancelrun.LONG_RUN], env=env, cwd=REPO,
@@ -179,6 +183,9 @@ def test_the_next_run_in_a_killed_runs_folder_cancels_its_jobs_and_keeps_its_rec
     assert (kept.token, job in kept.jobs) == (token, True)
     # Its status no longer claims a dead run is running.
     assert json.loads((aside[0] / "status.json").read_text())["state"] == "cancelled"
+    # Its private folders went aside with it; the new run left none of its own behind.
+    assert (aside[0] / cancel.FENCE_NAME / "sbatch").exists()
+    assert not (report_dir / cancel.FENCE_NAME).exists() and not (report_dir / cancel.STAGING_NAME).exists()
     deadline = time.monotonic() + 60
     while job in cancelrun.queued(slurm_env, aside[0]) and time.monotonic() < deadline:
         time.sleep(1)
@@ -304,3 +311,19 @@ def test_a_run_killed_before_it_recorded_any_job_is_marked_cancelled_by_the_afte
     assert (status["state"], status["exit_code"]) == ("cancelled", CANCELLED), status
     assert status["message"].startswith("killed outright") and "it had submitted no Slurm job" in status["message"]
     assert (folder / "summary.md").read_text().startswith("# MPI regression run CANCELLED (exit 6)")
+
+
+def test_a_runs_private_folder_is_in_its_report_folder_and_starts_empty(tmp_path):
+    """Where a run keeps its sbatch and ReFrame's reports until adopted: its own folder, emptied of what a run
+    killed there left; a fresh temporary folder where it has none, or where its path cannot stand in PATH."""
+    left = tmp_path / "run" / cancel.STAGING_NAME
+    left.mkdir(parents=True)
+    (left / "reframe-report.json").write_text("{}")
+    folder = cancel.private_folder(tmp_path / "run", cancel.STAGING_NAME, "mpiregress-test-")
+    assert folder == left and list(folder.iterdir()) == []
+    for where in (None, tmp_path / "a:b"):
+        elsewhere = cancel.private_folder(where, cancel.FENCE_NAME, "mpiregress-test-")
+        try:
+            assert elsewhere.name.startswith("mpiregress-test-") and elsewhere.parent == Path(tempfile.gettempdir())
+        finally:
+            elsewhere.rmdir()

@@ -263,6 +263,25 @@ exit $rc
 """
 
 
+# The run's private folders live in its own report folder (owned names, folder.OWNED): a run killed outright
+# cannot remove them, and the next run there does; in /tmp each such run left its two behind. The run's
+# sbatch, and ReFrame's reports until the run adopts them (reframe_launch.reframe_run).
+FENCE_NAME = ".mpiregress-sbatch"
+STAGING_NAME = ".reframe-staging"
+
+
+def private_folder(report_dir: Optional[Path], name: str, prefix: str) -> Path:
+    """An empty folder ``report_dir/name`` for this run's private files (what an earlier run killed there
+    left is removed first), or a fresh one in the temporary folder where there is no report folder or its
+    path cannot stand in PATH (it holds os.pathsep)."""
+    if report_dir is None or os.pathsep in str(report_dir):
+        return Path(tempfile.mkdtemp(prefix=prefix))
+    folder = report_dir / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700)
+    return folder
+
+
 class RunChildren:
     """The processes and Slurm jobs one run starts; :meth:`stop` ends them all."""
 
@@ -298,7 +317,7 @@ class RunChildren:
         real = shutil.which("sbatch", path=env.get("PATH"))
         if real is None or not self._watch:
             return env
-        self._fence = Path(tempfile.mkdtemp(prefix="mpiregress-sbatch-"))
+        self._fence = private_folder(self.record.parent if self.record else None, FENCE_NAME, "mpiregress-sbatch-")
         record = self.record or self._fence / JOBS_FILE
         script = self._fence / "sbatch"
         script.write_text(FENCE_SCRIPT.format(

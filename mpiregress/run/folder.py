@@ -26,7 +26,7 @@ from typing import Any, Optional
 from mpiregress.cluster import locks
 from mpiregress.errors import CANCELLED, InputError
 from mpiregress.run import outputs
-from mpiregress.run.cancel import JOBS_FILE, JobRecord, cancel_jobs
+from mpiregress.run.cancel import FENCE_NAME, JOBS_FILE, STAGING_NAME, JobRecord, cancel_jobs
 
 LOCK_NAME = ".mpiregress-run.lock"
 # The entries of the folder that runs wrote (one name a line): the only ones a run removes.
@@ -35,7 +35,8 @@ OWNED_LIST = ".mpiregress-owned"
 # a run recorded it as its own, else the run is refused.
 OWNED = ("results.json", "summary.md", "junit.xml", "reframe-junit.xml", "reframe-report.json", "reframe.out",
          "reframe.log", "status.json", "report.html", "html", "perflogs", "reframe", "planned-manifests",
-         "ab-samples.json", "ab-a.json", "slurm-jobs.txt", "links", "noise", "verdict.json")
+         "ab-samples.json", "ab-a.json", "slurm-jobs.txt", "links", "noise", "verdict.json",
+         STAGING_NAME, FENCE_NAME)
 # Where no report folder may be: the system's own folders (a run there would write into /etc).
 SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
                   "/sys", "/usr", "/var/lib", "/var/log", "/var/spool", "/var/cache", "/var/run", "/var/mail")

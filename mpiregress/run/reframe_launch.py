@@ -8,7 +8,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -179,7 +178,7 @@ def reframe_run(opts: RunOptions, methods: list[str], env: dict[str, str],
     """
     record = None if opts.dry_run else folder.path / cancel.JOBS_FILE
     children = cancel.RunChildren(record, env, watch=not opts.dry_run)
-    staging = Path(tempfile.mkdtemp(prefix="mpiregress-reframe-"))
+    staging = cancel.private_folder(folder.path, cancel.STAGING_NAME, "mpiregress-reframe-")
     cmd = reframe_command(opts, methods, env, staging, children.job_options(), extra)
     log("running " + shlex.join(cmd))
     try:
