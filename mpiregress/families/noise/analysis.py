@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mpiregress.families.noise import recurrence
+from mpiregress.families.noise import folding, recurrence
 from mpiregress.families.noise.fwqfile import FwqRun, NodeData, RankData
 from mpiregress.families.noise.recurrence import Stall, Stalls
 
@@ -106,6 +106,9 @@ class Period:
     slow_lines: bool = field(default=False, compare=False, repr=False)
     # The core's stalls recur at this period in the time domain (recurrence.fundamental): a period, slow or not.
     recurring: bool = field(default=False, compare=False, repr=False)
+    # Found by folding the stalls, with no spectral line (folding.slow_periods): (cycles holding a stall at
+    # its phase, cycles FWQ could see there).
+    folded: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -579,7 +582,7 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
         if is_tick(p.frequency_hz, tick, bin_hz):
             ticks.append(p.frequency_hz)
             continue
-        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick)
+        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick, p.lines)
         if not share:
             refused.append(p.frequency_hz)
         elif not any(abs(q.frequency_hz - frequency) <= bin_hz for q in periods):
@@ -591,6 +594,18 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
     refused += [p.frequency_hz for p in periods if p not in kept]
     return kept, tuple(ticks), tuple(refused)
 
+
+
+def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: Sequence[Period]
+                   ) -> tuple[Period, ...]:
+    """The slow periods the stalls recur at that the spectrum had no line for (folding.slow_periods), each
+    not within 2 % of a period already named."""
+    out: list[Period] = []
+    for frequency, share, cycles in folding.slow_periods(stalls, cpu_ns, tick, [p.frequency_hz for p in periods]):
+        if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *out)):
+            out.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
+                              folded=(int(round(share * cycles)), cycles)))
+    return tuple(out)
 
 
 def _multiple(g: float, f: float) -> bool:
@@ -625,6 +640,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         tick = tick or recurrence.tick_hz(stalls)
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
     periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick)
+    periods += folded_periods(stalls, len(times) * nominal, tick, periods)
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,

@@ -63,8 +63,17 @@ def periodic(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[str]:
     ``skip``: the events already said once for every core of the host.
     """
     return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} ({every(p.frequency_hz)}; "
-            f"spectral line {p.prominence:.0f}x "
-            f"its background{f', {p.harmonics} harmonics' if p.harmonics else ''})" for p in core_events(core, skip)]
+            f"{evidence(p, p.prominence)})" for p in core_events(core, skip)]
+
+
+def evidence(p: Period, prominence: float) -> str:
+    """What named the event: its spectral line, or (no line: a loaded core's other time slices fill the
+    spectrum) its stalls folded at its period."""
+    if p.folded:
+        held, seen = p.folded
+        return (f"its stalls start at one phase in {held} of the {seen} cycles FWQ could see, found by folding "
+                f"them: no spectral line")
+    return f"spectral line {prominence:.0f}x its background{f', {p.harmonics} harmonics' if p.harmonics else ''}"
 
 
 # An event of one core is on another when at least this share of its lines are lines there too.
@@ -201,7 +210,8 @@ def host_event(p: Period, prominence: float, where: str) -> str:
         line = f"spectral line up to {prominence:.0f}x its background"
     else:
         what = f"A {hz(p.frequency_hz)} Hz event"
-        line = f"{every(p.frequency_hz)}; spectral line up to {prominence:.0f}x its background"
+        line = f"{every(p.frequency_hz)}; " + (evidence(p, prominence) if p.folded else
+                                                f"spectral line up to {prominence:.0f}x its background")
     return f"{what} on every core of {where} ({line}): the host's own, not one core's."
 
 

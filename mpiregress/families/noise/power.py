@@ -1,15 +1,16 @@
 """What a noise run could have seen: the smallest periodic event its own samples would have named.
 
-"No event" says nothing unless one knows what would have been named. The power is measured on the run's
-own samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's
+"No event" says nothing unless one knows what would have been named. The power is measured on the run's own
+samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's
 iterations as a real one lands (the iteration running when it fires is ``d`` longer, and every later one
 starts ``d`` later), and the core is analysed again: a line at 1/P in its lost-time spectrum
-(``analysis.dominant_periods``) whose stalls recur at 1/P in the time domain (``recurrence.hit_share``),
-the two things ``analysis.core_noise`` asks of a period. The smallest ``d`` on STALL_GRID_US that is named
-is the core's power at ``P``; a node's is its noisiest core's (the most time lost: the background an
-event must stand out from), over REFERENCE_PERIODS_MS (the fastest and the slowest of the daemons the noise
-benchmark injects, and the 90 ms between them). It is stated as the share of a core such an event steals
-(``d / P``): "could have seen >= 0.3 % here".
+(``analysis.dominant_periods``) whose stalls recur at 1/P in the time domain (``recurrence.hit_share``), the
+two things ``analysis.core_noise`` asks of a period, or, for a slow one, its stalls folded at 1/P with no line
+(``folding.slow_periods``, the search ``core_noise`` runs after the spectrum). The smallest ``d`` on
+STALL_GRID_US that is named is the core's power at ``P``; a node's is its noisiest core's (the most time lost:
+the background an event must stand out from), over REFERENCE_PERIODS_MS (the fastest and the slowest of the
+daemons the noise benchmark injects, and the 90 ms between them). It is stated as the share of a core such an
+event steals (``d / P``): "could have seen >= 0.3 % here".
 
 Cost: about fifteen analyses of one core per node (a few seconds on the 2-core host), which is why one core
 per node and a 3-step refinement of the known frequency (the detector refines an unknown one over 21).
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mpiregress.families.noise import analysis, recurrence
+from mpiregress.families.noise import analysis, folding, recurrence
 from mpiregress.families.noise.fwqfile import NodeData, RankData
 from mpiregress.model.results import power_conditions
 
@@ -52,16 +53,21 @@ def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHA
 def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
              threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> bool:
     """Would the analysis name an event at ``frequency_hz`` on this core: a spectral line there that the
-    core's stalls confirm by recurring at it?"""
+    core's stalls confirm by recurring at it, or (a slow one) its stalls folded at it with no line?"""
     freqs, power, lines = analysis.rank_spectrum(data)
     if len(freqs) < 2:
         return False
     bin_hz = float(freqs[1] - freqs[0])
-    found = analysis.dominant_periods(freqs, power, lines=lines)
-    if not any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz) for p in found):
-        return False
     stalls = recurrence.stalls_over(data, threshold_fraction)
-    return recurrence.hit_share(stalls, frequency_hz, bin_hz, steps=REFINE_STEPS, tick_hz=tick_hz) > 0
+    found = analysis.dominant_periods(freqs, power, lines=lines)
+    if any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz) for p in found) and \
+            recurrence.hit_share(stalls, frequency_hz, bin_hz, steps=REFINE_STEPS, tick_hz=tick_hz) > 0:
+        return True
+    if 1e9 / frequency_hz < folding.MIN_PERIOD_NS:
+        return False
+    cpu_ns = len(data.times_ns) * float(np.median(data.times_ns))
+    folded = folding.slow_periods(stalls, cpu_ns, tick_hz)
+    return any(abs(f - frequency_hz) <= 0.02 * frequency_hz for f, _, _ in folded)
 
 
 def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None) -> float:

@@ -14,6 +14,7 @@ detour (``tick_hz``).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,11 @@ MAX_MULTIPLE = 8
 MULTIPLE_SLACK = 0.05
 # The tick's rate over a beat's is a whole number within this (the spectrum's line is good to a part in 10^3).
 BEAT_RATIO_SLACK = 0.05
+# The tick's phases an event must stand out from, at most (tick_phases).
+MAX_TICK_PHASES = 256
+# A refused line's multiples are tried too (beat_multiple): up to MAX_MULTIPLE more intervals per line, each
+# held to this tail.
+BEAT_MAX_CHANCE = 1e-9
 # Candidate intervals tried across one spectral bin around the line.
 REFINE_STEPS = 21
 # Kernel tick rates (CONFIG_HZ) Linux is built with; the tick interrupts nearly every jiffy of a busy core.
@@ -112,6 +118,30 @@ def core_stalls(data: RankData, threshold_ns: float) -> Stalls:
     return Stalls(starts[index[first]], starts[index[last]] + times[index[last]], lost, duration)
 
 
+def share_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phase_ns: float,
+             onsets: np.ndarray | None = None) -> tuple[float, int]:
+    """(share of the observable cycles in which a stall of ``onsets`` starts within ``tolerance_ns`` of
+    ``phase_ns``, those cycles): a cycle is observable when no stall was under way there (``held``)."""
+    share, observable = shares_at(stalls, period_ns, tolerance_ns, np.array([phase_ns]), onsets)
+    return float(share[0]), int(observable[0])
+
+
+def shares_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases_ns: np.ndarray,
+              onsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``share_at`` of each of ``phases_ns`` at once: (shares, observable cycles)."""
+    onsets = stalls.start if onsets is None else onsets
+    k = np.arange(int(stalls.duration_ns // period_ns), dtype=np.float64)
+    a = np.asarray(phases_ns, dtype=np.float64)[:, None] + k[None, :] * period_ns - tolerance_ns
+    b = a + 2 * tolerance_ns
+    before = np.searchsorted(stalls.start, a, side="right") - 1
+    running = (before < 0) | (stalls.end[np.maximum(before, 0)] <= a)
+    starts = np.searchsorted(onsets, b, side="right") - np.searchsorted(onsets, a, side="left")
+    observable = running.sum(axis=1)
+    hits = ((starts > 0) & running).sum(axis=1)
+    share = np.where(observable >= MIN_CYCLES, hits / np.maximum(observable, 1), 0.0)
+    return share, observable
+
+
 def held(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
          onsets: np.ndarray | None = None, tick_hz: float | None = None) -> tuple[float, float, int]:
     """(best phase's share of observable cycles where a stall starts, the share chance gives, the best
@@ -125,30 +155,42 @@ def held(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
     at least the other ticks' phases': the tick (and the time slices the scheduler hands out on it) recurs
     at every multiple of its own period, so an event there must stand out from the tick's other phases.
     """
+    return held_at(stalls, period_ns, tolerance_ns, phases, onsets, tick_hz)[:3]
+
+
+def held_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
+            onsets: np.ndarray | None = None, tick_hz: float | None = None) -> tuple[float, float, int, float]:
+    """``held`` and the best phase (ns into the cycle)."""
     onsets = stalls.start if onsets is None else onsets
-    cycles = int(stalls.duration_ns // period_ns)
-    if cycles < MIN_CYCLES or not len(onsets):
-        return 0.0, 0.0, 0
-    k = np.arange(cycles, dtype=np.float64)
-
-    def share(phase: float) -> tuple[float, int]:
-        a = phase + k * period_ns - tolerance_ns
-        b = a + 2 * tolerance_ns
-        before = np.searchsorted(stalls.start, a, side="right") - 1
-        running = (before < 0) | (stalls.end[np.maximum(before, 0)] <= a)
-        starts = np.searchsorted(onsets, b, side="right") - np.searchsorted(onsets, a, side="left")
-        observable = int(running.sum())
-        return (float(((starts > 0) & running).sum()) / observable if observable >= MIN_CYCLES else 0.0), observable
-
+    if int(stalls.duration_ns // period_ns) < MIN_CYCLES or not len(onsets):
+        return 0.0, 0.0, 0, 0.0
     phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
-    measured = [(share(phase), phase) for phase in np.arange(phases) * period_ns / phases]
-    (best, seen), at = max(measured, key=lambda m: m[0][0])
-    chance = float(np.median([m[0][0] for m in measured]))
-    ticks = period_ns * tick_hz / 1e9 if tick_hz else 0.0
-    if ticks >= 1.5 and abs(ticks - round(ticks)) <= 0.01 * ticks:
-        others = [share(at + j * 1e9 / tick_hz)[0] for j in range(1, int(round(ticks)))]  # type: ignore[operator]
+    grid = np.arange(phases) * period_ns / phases
+    share, observable = shares_at(stalls, period_ns, tolerance_ns, grid, onsets)
+    i = int(np.argmax(share))                    # the first of equal bests, as max() over the phases gave
+    best, seen, at = float(share[i]), int(observable[i]), float(grid[i])
+    chance = float(np.median(share))
+    visited = tick_phases(period_ns, tick_hz)
+    if len(visited):
+        others = shares_at(stalls, period_ns, tolerance_ns, (at + visited) % period_ns, onsets)[0]
         chance = max(chance, float(np.median(others)))
-    return best, chance, seen
+    return best, chance, seen, at
+
+
+def tick_phases(period_ns: float, tick_hz: float | None) -> np.ndarray:
+    """The offsets (ns, within the cycle) at which the tick comes back after a phase, when ``period_ns`` is
+    a whole number of ticks or of a whole share of one, up to MAX_MULTIPLE (within 1 %; at most
+    MAX_TICK_PHASES); empty otherwise. At normal priority the scheduler hands the core to other processes
+    on the tick: folded at such a period the tick's stalls pile up at these few phases (at 90 ms, 22.5
+    ticks, every 2 ms), and an event must stand out from them, not from the quiet phases between."""
+    if not tick_hz:
+        return np.zeros(0)
+    tick_ns = 1e9 / tick_hz
+    for share_of_tick in range(1, MAX_MULTIPLE + 1):
+        count = period_ns * share_of_tick / tick_ns
+        if count >= 1.5 and abs(count - round(count)) <= 0.01 * count:
+            return np.arange(1, min(int(round(count)), MAX_TICK_PHASES)) * tick_ns
+    return np.zeros(0)
 
 
 def chance_of(share: float, cycles: int, chance: float) -> float:
@@ -163,10 +205,11 @@ def chance_of(share: float, cycles: int, chance: float) -> float:
     return float(binom.sf(hits - 1, cycles, q))
 
 
-def significant(share: float, chance: float, cycles: int, least: float = MIN_HIT_SHARE) -> bool:
+def significant(share: float, chance: float, cycles: int, least: float = MIN_HIT_SHARE,
+                most_chance: float = MAX_CHANCE) -> bool:
     """A phase holding stalls in ``share`` of ``cycles`` is an event's: most cycles, clearly above the random
-    phase's ``chance``, and too many to be luck over every phase, interval and size tried (MAX_CHANCE)."""
-    return share >= least and share - chance >= MIN_CONTRAST and chance_of(share, cycles, chance) <= MAX_CHANCE
+    phase's ``chance``, and too many to be luck over every phase, interval and size tried (``most_chance``)."""
+    return share >= least and share - chance >= MIN_CONTRAST and chance_of(share, cycles, chance) <= most_chance
 
 
 def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
@@ -177,8 +220,9 @@ def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFI
 
 
 def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
-              tick_hz: float | None = None) -> float:
-    """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence."""
+              tick_hz: float | None = None, most_chance: float = MAX_CHANCE) -> float:
+    """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence.
+    ``most_chance``: the binomial tail allowed (``significant``)."""
     if frequency_hz <= 0 or stalls.duration_ns * frequency_hz / 1e9 < MIN_CYCLES:
         return 0.0
     found = 0.0
@@ -193,26 +237,52 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
                 else TOLERANCE_SHARE
             best, chance, cycles = held(stalls, period, min(max(share * period, TOLERANCE_NS), 0.25 * period),
                                         onsets=some, tick_hz=tick_hz)
-            if significant(best, chance, cycles):
+            if significant(best, chance, cycles, most_chance=most_chance):
                 found = max(found, best)
     return found
 
 
 def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
-                tick_hz: float | None = None) -> tuple[float, float]:
+                tick_hz: float | None = None, lines: Sequence[float] = ()) -> tuple[float, float]:
     """(frequency, hit share) of the event the spectrum placed at ``frequency_hz``: that frequency, or a
     fraction of it when the stalls recur there in clearly more cycles (a spectrum can read a slow train at
     its second or third harmonic; the time domain sees only every second or third cycle hold it there).
-    (frequency_hz, 0) when it does not recur at all."""
+    (frequency_hz, 0) when it does not recur at all, nor at a multiple its comb has a line at (``lines``,
+    ``beat_multiple``)."""
     share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
     if not share:
-        return frequency_hz, 0.0
+        return beat_multiple(stalls, frequency_hz, bin_hz, tick_hz, lines)
     best = (frequency_hz, share)
     for d in (2, 3, 4):
         lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
         if lower >= best[1] + FUNDAMENTAL_GAIN:
             best = (frequency_hz / d, lower)
     return faster(stalls, *best, bin_hz, tick_hz)
+
+
+def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
+                  lines: Sequence[float] = ()) -> tuple[float, float]:
+    """(frequency, hit share) of the event behind a beat's comb whose own fundamental does not recur: the
+    multiple of ``frequency_hz`` (below the tick, up to MAX_MULTIPLE) at which the comb has a line (``lines``)
+    and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple of it.
+
+    A daemon woken every 13 ms at normal priority on a crowded core, run on the 4 ms tick's slices, leaves
+    a comb 19.2 Hz apart (its 52 ms least common multiple with the tick); over 52 ms a 1 ms window holds
+    some stall at half of all phases, and the comb's fundamental is no period, while its 4th line, every
+    13 ms, holds a stall at one phase in 95 % of the cycles FWQ could see (benchmarks/noise_injected.py,
+    FWQ keeping 14 % of its core)."""
+    none = (frequency_hz, 0.0)
+    if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
+        return none
+    lined = [k for k in range(2, MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)
+             and any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
+    held_at_multiple = [(frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz,
+                                                     most_chance=BEAT_MAX_CHANCE)) for k in lined]
+    most = max((share for _, share in held_at_multiple), default=0.0)
+    if not most:
+        return none
+    # Held every 26 ms too when held every 13 ms: the event's is the fastest held (nearly) as often (``faster``).
+    return max((m for m in held_at_multiple if m[1] >= most - MULTIPLE_SLACK), key=lambda m: m[0])
 
 
 def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,

@@ -1,0 +1,169 @@
+"""Slow periods the spectrum cannot see: the core's stall onsets folded at the event's own period.
+
+On a loaded core at normal priority the other processes' time slices fill the lost-time spectrum, and a
+daemon's 2 ms every 90 or 250 ms leaves no line in it. Its stalls are still there, and exact: a sleeper
+woken by its timer preempts FWQ within a fraction of a millisecond, so whenever FWQ held the core at that
+moment, a stall starts at the same phase of the daemon's period (benchmarks/noise_injected.py: at load 7,
+FWQ keeping a fifth of its core, a 90 ms daemon's stalls start within 0.3 ms of one phase in 30-38 of
+31-38 cycles FWQ could see, against 2-8 % of cycles at a phase taken at random; within the 2 % of a
+period recurrence.py allows a spectral line, 92 % of random phases hold one).
+
+So the time domain searches on its own, as pulsar searches do: the onsets' spectrum summed over
+HARMONICS (a narrow pulse train puts its power into many of them) proposes CANDIDATES rates; each is
+refined by folding the onsets over a bin of rates, and named only when a phase within FOLD_TOLERANCE_NS
+holds a stall in most observable cycles, beyond chance over every rate, phase and size tried
+(MAX_CHANCE), and not because a faster event (the tick, the host's timers) recurs at every whole share
+of it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mpiregress.families.noise import recurrence
+from mpiregress.families.noise.recurrence import Stalls
+
+# A sleeper at normal priority preempts FWQ within this of its timer (the daemon's own jitter included).
+FOLD_TOLERANCE_NS = 300_000
+# Periods from this up are searched here; faster ones hold enough cycles for the spectrum (13 and 27 ms
+# daemons are named there under load; folded, a 27 ms daemon woken on the tick recurs at one phase of
+# 54 ms only, its period twice).
+MIN_PERIOD_NS = 20e6
+# The slowest period searched holds this many cycles of the core's own (FWQ-running) time.
+MIN_OBSERVED = 8
+# Onsets of stalls this long or longer (us): a daemon's, not the tick's few microseconds.
+SIZES_US = (200.0,)
+# The blind search tries ~10^4 rates x 10^3 phases x 2 sizes per core: a binomial tail this small is no luck.
+MAX_CHANCE = 1e-9
+# The screen folds at this resolution (twice the tolerance: half the periods to try), then the best
+# CANDIDATES periods are refined at FOLD_TOLERANCE_NS; CHUNK trial periods are folded at once.
+SCREEN_NS = 2 * FOLD_TOLERANCE_NS
+CANDIDATES = 8
+# A slower period found beside a faster one it is a whole multiple of is the event's only when it holds
+# this much more of its cycles.
+SLOWER_GAIN = 0.15
+CHUNK = 256
+# A period within this share of a whole multiple of a known event's is that event's (the tick measured
+# against CLOCK_MONOTONIC, to a part in 10^3).
+RATIO_SLACK = 0.002
+# A faster event explains the period when the phases a whole share of it apart hold this share of the best.
+FASTER_SHARE = 0.6
+# Faster events looked for down to this period (the 250 Hz tick's).
+FASTEST_NS = 3.9e6
+
+
+def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
+    """For each trial period, the most onsets within two adjacent phase bins of ``window_ns``: the
+    folded light curve's peak."""
+    out = np.zeros(len(periods_ns))
+    for start in range(0, len(periods_ns), CHUNK):
+        chunk = periods_ns[start:start + CHUNK]
+        bins = np.ceil(chunk / window_ns).astype(np.int64)
+        stride = int(bins.max()) + 1
+        index = np.minimum(((onsets_ns[None, :] % chunk[:, None]) / window_ns).astype(np.int64), bins[:, None] - 1)
+        rows = np.arange(len(chunk))[:, None] * stride
+        counts = np.bincount((rows + index).ravel(), minlength=len(chunk) * stride).reshape(len(chunk), stride)
+        counts[np.arange(len(chunk)), bins] = counts[:, 0]    # the cycle is a circle: the last bin meets the first
+        out[start:start + len(chunk)] = (counts[:, :-1] + counts[:, 1:]).max(axis=1)
+    return out
+
+
+def candidates(onsets_ns: np.ndarray, duration_ns: float, shortest_ns: float, longest_ns: float,
+               known_hz: Sequence[float] = ()) -> list[float]:
+    """The CANDIDATES periods (ns) from ``shortest_ns`` to ``longest_ns`` at which the onsets pile up most
+    above the even spread, folded at every period (steps small enough that the phase drifts less than
+    SCREEN_NS over the run), leaving out the whole multiples of ``known_hz`` (the tick, named events)."""
+    if longest_ns <= shortest_ns or len(onsets_ns) < MIN_OBSERVED:
+        return []
+    steps = int(np.log(longest_ns / shortest_ns) / np.log1p(SCREEN_NS / duration_ns)) + 1
+    periods = shortest_ns * (1 + SCREEN_NS / duration_ns) ** np.arange(steps)
+    peak = folded_peaks(onsets_ns.astype(np.float64), periods, SCREEN_NS)
+    expected = 2 * len(onsets_ns) / np.ceil(periods / SCREEN_NS)
+    score = (peak - expected) / np.sqrt(expected)
+    for rate in known_hz:
+        ratio = periods * rate / 1e9
+        score[(np.round(ratio) >= 1) & (np.abs(ratio - np.round(ratio)) <= RATIO_SLACK * np.round(ratio))] = -np.inf
+    out: list[float] = []
+    for i in np.argsort(-score):
+        if not np.isfinite(score[i]) or len(out) == CANDIDATES:
+            break
+        if all(abs(periods[i] - q) > 0.02 * q for q in out):
+            out.append(float(periods[i]))
+    return out
+
+
+def refine(onsets_ns: np.ndarray, period_ns: float, duration_ns: float) -> float:
+    """The period (ns) within a screening step of ``period_ns`` at which the most onsets fall within
+    FOLD_TOLERANCE_NS of one phase (steps small enough that the phase drifts less than that over the run)."""
+    relative = FOLD_TOLERANCE_NS / duration_ns
+    trials = period_ns * (1 + np.arange(-SCREEN_NS / duration_ns, SCREEN_NS / duration_ns + relative, relative))
+    return float(trials[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), trials, FOLD_TOLERANCE_NS)))])
+
+
+def faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, onsets: np.ndarray) -> bool:
+    """Do the phases a whole share of ``period_ns`` after the event's hold stalls nearly as often (the median
+    of them FASTER_SHARE of its share): a faster event (the tick, the host's 100 Hz timer, a daemon the
+    spectrum names) recurring at every one of them, not one of this period?"""
+    for d in range(2, int(period_ns // FASTEST_NS) + 1):
+        shifted = (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
+        if float(np.median(recurrence.shares_at(stalls, period_ns, FOLD_TOLERANCE_NS, shifted, onsets)[0])) \
+                >= FASTER_SHARE * share:
+            return True
+    return False
+
+
+def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
+    """The onsets away from the tick's busiest phase (FOLD_TOLERANCE_NS either side; all of them where
+    the node shows no tick)."""
+    if not tick_hz or len(onsets_ns) < MIN_OBSERVED:
+        return onsets_ns
+    # The tick's clock and CLOCK_MONOTONIC agree to a part in 10^4 (recurrence.tick_hz): a few steps do.
+    periods = 1e9 / tick_hz * (1 + np.linspace(-2e-4, 2e-4, 9))
+    period = float(periods[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), periods, FOLD_TOLERANCE_NS)))])
+    bins = int(np.ceil(period / FOLD_TOLERANCE_NS))
+    index = np.minimum((onsets_ns % period / FOLD_TOLERANCE_NS).astype(np.int64), bins - 1)
+    counts = np.bincount(index, minlength=bins)
+    busiest = int(np.argmax(counts + np.roll(counts, -1)))
+    return onsets_ns[(index != busiest) & (index != (busiest + 1) % bins)]
+
+
+def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
+                 known_hz: Sequence[float] = ()) -> list[tuple[float, float, int]]:
+    """(frequency, hit share, observable cycles) of each period from MIN_PERIOD_NS up that the core's stall
+    onsets recur at, found without the spectrum; ``cpu_ns``: the time FWQ held its core (what sets the
+    cycles it can see), ``known_hz``: the events already named on the core (their multiples are theirs)."""
+    slowest_ns = cpu_ns / MIN_OBSERVED
+    if slowest_ns < MIN_PERIOD_NS:
+        return []
+    notch = [r for r in (*known_hz, *([tick_hz] if tick_hz else [])) if r > 0]
+    found: list[tuple[float, float, int]] = []
+    for size in SIZES_US:
+        onsets = stalls.at_least(size).start
+        if len(onsets) < MIN_OBSERVED:
+            break
+        # The load's slices start on the tick: most onsets sit at one phase of it, and whole numbers of half
+        # ticks fold them into a comb that crowds the screen. A daemon woken by its own timer is elsewhere
+        # (one woken on the tick, among the slices, would stand out from the tick's other phases only by
+        # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
+        away = off_tick(onsets, tick_hz)
+        for guess in candidates(away, stalls.duration_ns, MIN_PERIOD_NS, slowest_ns, notch):
+            if any(abs(1e9 / guess - g) <= 0.02 * g for g, _, _ in found):
+                continue
+            period = refine(away, guess, stalls.duration_ns)
+            share, chance, cycles, phase = recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets,
+                                                              tick_hz=tick_hz)
+            if (cycles >= MIN_OBSERVED and share >= recurrence.MIN_HIT_SHARE
+                    and share - chance >= recurrence.MIN_CONTRAST
+                    and recurrence.chance_of(share, cycles, chance) <= MAX_CHANCE
+                    and not faster(stalls, period, phase, share, onsets)):
+                found.append((1e9 / period, share, cycles))
+    # Two periods found, one a whole multiple of the other, are one event: the faster, unless the slower
+    # holds its cycles clearly more often (an event every 250 ms held 79 % of 125 ms cycles, 100 % of its
+    # own; a 90 ms one held 93 % of its cycles and all of a 270 ms run's 11, by their fewness).
+    def same(f: float, g: float) -> bool:
+        return abs(f / g - round(f / g)) <= RATIO_SLACK * round(f / g)
+
+    return [(f, share, cycles) for f, share, cycles in found
+            if not any(g < f and same(f, g) and other >= share + SLOWER_GAIN for g, other, _ in found)
+            and not any(g > f and same(g, f) and other > share - SLOWER_GAIN for g, other, _ in found)]
