@@ -36,10 +36,12 @@ MIN_OBSERVED = 8
 SIZES_US = (200.0,)
 # The blind search tries ~10^4 rates x 10^3 phases x 2 sizes per core: a binomial tail this small is no luck.
 MAX_CHANCE = 1e-9
-# The screen folds at this resolution (twice the tolerance: half the periods to try), then the best
+# The screen folds at this resolution (four times the tolerance: a quarter of the periods to try), then the best
 # CANDIDATES periods are refined at FOLD_TOLERANCE_NS; CHUNK trial periods are folded at once.
-SCREEN_NS = 2 * FOLD_TOLERANCE_NS
+SCREEN_NS = 4 * FOLD_TOLERANCE_NS
 CANDIDATES = 8
+# The power's screen around the rate it added (``slow_periods``).
+NEAR = 0.05
 # A slower period found beside a faster one it is a whole multiple of is the event's only when it holds
 # this much more of its cycles.
 SLOWER_GAIN = 0.15
@@ -129,12 +131,19 @@ def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
 
 
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
-                 known_hz: Sequence[float] = ()) -> list[tuple[float, float, int]]:
+                 known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[tuple[float, float, int]]:
     """(frequency, hit share, observable cycles) of each period from MIN_PERIOD_NS up that the core's stall
     onsets recur at, found without the spectrum; ``cpu_ns``: the time FWQ held its core (what sets the
-    cycles it can see), ``known_hz``: the events already named on the core (their multiples are theirs)."""
+    cycles it can see), ``known_hz``: the events already named on the core (their multiples are theirs).
+    ``near_hz``: screen only within NEAR of that rate (the power, which knows the rate it added: the cost of
+    a run's whole screen per stall size tried; it assumes the whole screen would rank it among its
+    CANDIDATES)."""
     slowest_ns = cpu_ns / MIN_OBSERVED
-    if slowest_ns < MIN_PERIOD_NS:
+    fastest_ns = MIN_PERIOD_NS
+    if near_hz:
+        fastest_ns = max(fastest_ns, 1e9 / near_hz / (1 + NEAR))
+        slowest_ns = min(slowest_ns, 1e9 / near_hz * (1 + NEAR))
+    if slowest_ns <= fastest_ns:
         return []
     notch = [r for r in (*known_hz, *([tick_hz] if tick_hz else [])) if r > 0]
     found: list[tuple[float, float, int]] = []
@@ -147,7 +156,7 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         # (one woken on the tick, among the slices, would stand out from the tick's other phases only by
         # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
         away = off_tick(onsets, tick_hz)
-        for guess in candidates(away, stalls.duration_ns, MIN_PERIOD_NS, slowest_ns, notch):
+        for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
             if any(abs(1e9 / guess - g) <= 0.02 * g for g, _, _ in found):
                 continue
             period = refine(away, guess, stalls.duration_ns)

@@ -66,7 +66,7 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
     if 1e9 / frequency_hz < folding.MIN_PERIOD_NS:
         return False
     cpu_ns = len(data.times_ns) * float(np.median(data.times_ns))
-    folded = folding.slow_periods(stalls, cpu_ns, tick_hz)
+    folded = folding.slow_periods(stalls, cpu_ns, tick_hz, near_hz=frequency_hz)
     return any(abs(f - frequency_hz) <= 0.02 * frequency_hz for f, _, _ in folded)
 
 
