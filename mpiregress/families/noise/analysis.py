@@ -596,16 +596,24 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
 
 
 
-def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: Sequence[Period]
+def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: tuple[Period, ...]
                    ) -> tuple[Period, ...]:
-    """The slow periods the stalls recur at that the spectrum had no line for (folding.slow_periods), each
-    not within 2 % of a period already named."""
-    out: list[Period] = []
-    for frequency, share, cycles in folding.slow_periods(stalls, cpu_ns, tick, [p.frequency_hz for p in periods]):
-        if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *out)):
-            out.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
-                              folded=(int(round(share * cycles)), cycles)))
-    return tuple(out)
+    """``periods`` (the spectrum's, confirmed) with the slow periods the stalls recur at by folding
+    (folding.slow_periods) added, each not within 2 % of one already named. A spectral period at a whole
+    multiple of the rate of one the fold names or confirms (folding.holds) (up to recurrence.MAX_MULTIPLE: the
+    host's 100 Hz timer stays beside a 4 Hz event) is that event's harmonic, and goes: the fold names a period
+    only when the stalls do not recur at its whole shares (a 250 ms source the spectrum told at 20 Hz, its 5th
+    line, holds 11 of 11 cycles at one phase of 250 ms and none at the phases 50 ms after it)."""
+    folded: list[Period] = []
+    for frequency, share, cycles in folding.slow_periods(stalls, cpu_ns, tick):
+        if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *folded)):
+            folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
+                                 folded=(int(round(share * cycles)), cycles)))
+    events = folded + [p for p in periods if folding.holds(stalls, p.frequency_hz, tick)]
+    kept = tuple(p for p in periods if not any(_multiple(p.frequency_hz, f.frequency_hz)
+                                               and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz
+                                               for f in events))
+    return kept + tuple(folded)
 
 
 def _multiple(g: float, f: float) -> bool:
@@ -640,7 +648,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         tick = tick or recurrence.tick_hz(stalls)
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
     periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick)
-    periods += folded_periods(stalls, len(times) * nominal, tick, periods)
+    periods = folded_periods(stalls, len(times) * nominal, tick, periods)
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,

@@ -131,6 +131,26 @@ def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
     return onsets_ns[(index != busiest) & (index != (busiest + 1) % bins)]
 
 
+def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None
+           ) -> tuple[float, float, int] | None:
+    """(frequency, hit share, observable cycles) when the ``onsets`` recur at one phase of ``period_ns`` as
+    an event's (``slow_periods``' test), else None."""
+    share, chance, cycles, phase = recurrence.held_at(stalls, period_ns, FOLD_TOLERANCE_NS, onsets=onsets,
+                                                      tick_hz=tick_hz)
+    if (cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE)
+            and not faster(stalls, period_ns, phase, share, onsets)):
+        return 1e9 / period_ns, share, cycles
+    return None
+
+
+def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
+    """Do the core's stalls recur at ``frequency_hz`` (a rate another path named) by the fold's own test?"""
+    onsets = stalls.at_least(SIZES_US[0]).start
+    if 1e9 / frequency_hz < MIN_PERIOD_NS or len(onsets) < MIN_OBSERVED:
+        return False
+    return judged(stalls, onsets, refine(onsets, 1e9 / frequency_hz, stalls.duration_ns), tick_hz) is not None
+
+
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
                  known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[tuple[float, float, int]]:
     """(frequency, hit share, observable cycles) of each period from MIN_PERIOD_NS up that the core's stall
@@ -160,12 +180,9 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
             if any(abs(1e9 / guess - g) <= 0.02 * g for g, _, _ in found):
                 continue
-            period = refine(away, guess, stalls.duration_ns)
-            share, chance, cycles, phase = recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets,
-                                                              tick_hz=tick_hz)
-            if (cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE)
-                    and not faster(stalls, period, phase, share, onsets)):
-                found.append((1e9 / period, share, cycles))
+            held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz)
+            if held:
+                found.append(held)
     # Two periods found, one a whole multiple of the other, are one event: the faster, unless the slower
     # holds its cycles clearly more often (an event every 250 ms held 79 % of 125 ms cycles, 100 % of its
     # own; a 90 ms one held 93 % of its cycles and all of a 270 ms run's 11, by their fewness).
