@@ -72,6 +72,24 @@ of 5 (fifo10); 90 and 250 ms 0 of 40 (alone and in pairs), each with a power of 
 are all 1 ms sources every 13 or 27 ms (beside a second source in 9) where the power put the smallest event at
 0.17-0.58 ms: at an efficiency near 0.1 the power, which adds a timer-exact train to the rank's own samples,
 overstates what a real daemon sharing the crowded core shows. That gap is open (issue 31).
+
+2026-11-27, later: the analysis folds the stall onsets itself (families/noise/folding.py; the spectrum had no
+line for a slow daemon on a crowded core, whose stalls start within 0.3 ms of one phase in nearly every cycle
+FWQ sees). Live, 5 runs per condition beside benchmarks/links_faults.py (load 3.2-8.7, median 5.3), judged by
+the fold's first version (1cc241f):
+
+    injector(s)        normal   fifo10      other periods said
+    13 ms @0             5/5      5/5       controls: none in 15 of 15
+    27 ms @0             5/5      5/5
+    90 ms @0             0/5      4/5       (90 ms at normal priority: 3 said could not, 2 silent)
+    250 ms @0            0/5      3/5       (250 ms at normal priority: the run said it could not, 5 of 5)
+    13@0 + 90@1         9/10     8/10
+    27@0 + 250@1        9/10     5/10
+
+named 58, said could not 15, silent miss 7 (of 80). The day's first live set (load 2.4-7.9), judged by the
+analysis before the fold: named 36, could not 27, silent 17; by the fold with a screen step of 4x the
+tolerance: 59 / 12 / 9. The fold's step and ranking were tuned on these files afterwards (2x the tolerance
+named 55 of 80 normal-priority sources of both sets where 4x named 46).
 """
 from __future__ import annotations
 
