@@ -118,17 +118,11 @@ def core_stalls(data: RankData, threshold_ns: float) -> Stalls:
     return Stalls(starts[index[first]], starts[index[last]] + times[index[last]], lost, duration)
 
 
-def share_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phase_ns: float,
-             onsets: np.ndarray | None = None) -> tuple[float, int]:
-    """(share of the observable cycles in which a stall of ``onsets`` starts within ``tolerance_ns`` of
-    ``phase_ns``, those cycles): a cycle is observable when no stall was under way there (``held``)."""
-    share, observable = shares_at(stalls, period_ns, tolerance_ns, np.array([phase_ns]), onsets)
-    return float(share[0]), int(observable[0])
-
-
 def shares_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases_ns: np.ndarray,
               onsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``share_at`` of each of ``phases_ns`` at once: (shares, observable cycles)."""
+    """For each of ``phases_ns``: the share of the observable cycles in which a stall of ``onsets`` starts
+    within ``tolerance_ns`` of it, and those cycles (a cycle is observable when no stall was under way
+    there, ``held``)."""
     onsets = stalls.start if onsets is None else onsets
     k = np.arange(int(stalls.duration_ns // period_ns), dtype=np.float64)
     a = np.asarray(phases_ns, dtype=np.float64)[:, None] + k[None, :] * period_ns - tolerance_ns
