@@ -90,6 +90,7 @@ def test_a_toolchain_mr_with_a_paired_regression_is_red_everywhere_and_the_note_
     assert record["event"] == "toolchain_mr" and record["state"] == "regression" and record["exit_code"] == 1
     gating = [f for f in record["findings"] if f["state"] == "regression"]
     assert {f["judge"] for f in gating} == {"paired A/B"} and all("same_numa" in f["subject"] for f in gating)
+    assert all("Holm p" in f["sentence"] for f in gating), gating
     headline = (out / "summary.md").read_text().splitlines()[0]
     assert headline.startswith("## MPI performance: ❌ regression: 2 regressions")
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
