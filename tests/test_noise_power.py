@@ -122,3 +122,53 @@ def test_the_chance_of_a_recurrence_holds_for_runs_of_any_length() -> None:
     assert recurrence.chance_of(0.75, 40, 0.3) == pytest.approx(exact, rel=1e-9)
     assert 0.0 <= recurrence.chance_of(0.8, 1500, 0.3) < 1e-100
     assert recurrence.chance_of(0.5, 1500, 0.5) == pytest.approx(0.5, abs=0.02)
+
+
+TICK_NS = 4_000_000     # CONFIG_HZ=250
+
+
+def sliced_on_the_tick(seed: int, phase_ns: int = 1_100_000) -> np.ndarray:
+    """A loaded core at normal priority: at half the ticks the scheduler hands it to another process for
+    0.3-2 ms (a stall starting on the tick), besides the tick's own few microseconds."""
+    rng = np.random.default_rng(seed)
+    times = quiet(seed).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(times)[:-1]))
+    ticks = np.arange(phase_ns, int(times.sum()), TICK_NS)
+    lost = 3_000 + np.where(rng.random(len(ticks)) < 0.5, rng.integers(300_000, 2_000_000, len(ticks)), 0)
+    # The ticks keep wall time: on the unstretched timeline each lands as much earlier as the run lost before it.
+    at = ticks - np.concatenate(([0], np.cumsum(lost)[:-1]))
+    keep = at < starts[-1]
+    np.add.at(times, np.searchsorted(starts, at[keep], side="right") - 1, lost[keep])
+    return times.astype(np.uint32)
+
+
+def test_an_event_waiting_for_the_tick_starts_on_the_loads_busiest_tick_phase() -> None:
+    data = rank(quiet(6))
+    tick = (float(TICK_NS), 1_100_000.0)
+    stretched = power.inject(data, 90e6, 50_000, on_tick=tick)
+    hit = np.flatnonzero(stretched.times_ns.astype(np.int64) - data.times_ns.astype(np.int64))
+    starts = data.start_times_ns()[hit]
+    # On the unstretched timeline each event lands in the iteration running at the first tick after its timer.
+    offset = (starts - tick[1]) % TICK_NS
+    assert len(hit) >= 20 and np.all((offset <= QUANTUM + 200) | (offset >= TICK_NS - QUANTUM - 200)), offset
+
+
+def test_the_power_is_what_the_analysis_names_on_the_timer_and_on_the_tick_alike() -> None:
+    # Where the load's slices start on the tick, an event there stands out from far fewer quiet cycles than one
+    # on its own timer: the power states only what both would have named, and the step below it one would not.
+    data = rank(sliced_on_the_tick(7))
+    period_ms, tick_hz = 90.0, 1e9 / TICK_NS
+    ticked = power.folding.busiest_tick_phase(recurrence.stalls_over(data, analysis.DEFAULT_THRESHOLD_FRACTION)
+                                              .at_least(power.folding.SIZES_US[0]).start, tick_hz)
+    assert ticked is not None and abs((ticked[1] - 1_100_000 + TICK_NS / 2) % TICK_NS - TICK_NS / 2) <= 600_000
+
+    def named(stall_us: float, where: tuple[float, float] | None) -> bool:
+        return power.named_at(power.inject(data, period_ms * 1e6, stall_us * 1e3, on_tick=where),
+                              1e3 / period_ms, tick_hz)
+
+    smallest = power.smallest_stall_us(data, period_ms, tick_hz)
+    timer_only = next((s for s in power.STALL_GRID_US if named(s, None)), math.inf)
+    assert np.isfinite(smallest) and smallest > timer_only
+    below = power.STALL_GRID_US[power.STALL_GRID_US.index(smallest) - 1]
+    assert named(smallest, None) and named(smallest, ticked)
+    assert not named(below, ticked)

@@ -121,19 +121,36 @@ def faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, onse
     return False
 
 
-def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
-    """The onsets away from the tick's busiest phase (FOLD_TOLERANCE_NS either side; all of them where
-    the node shows no tick)."""
+def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
+    """(the tick's period as the onsets keep it, ns; the phase where most of them start, ns): where the
+    scheduler hands the core to the load's other processes. None where the node shows no tick or too few
+    onsets to say."""
     if not tick_hz or len(onsets_ns) < MIN_OBSERVED:
-        return onsets_ns
+        return None
     # The tick's clock and CLOCK_MONOTONIC agree to a part in 10^4 (recurrence.tick_hz): a few steps do.
     periods = 1e9 / tick_hz * (1 + np.linspace(-2e-4, 2e-4, 9))
     period = float(periods[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), periods, FOLD_TOLERANCE_NS)))])
-    bins = int(np.ceil(period / FOLD_TOLERANCE_NS))
-    index = np.minimum((onsets_ns % period / FOLD_TOLERANCE_NS).astype(np.int64), bins - 1)
-    counts = np.bincount(index, minlength=bins)
+    counts = np.bincount(_tick_bins(onsets_ns, period), minlength=int(np.ceil(period / FOLD_TOLERANCE_NS)))
     busiest = int(np.argmax(counts + np.roll(counts, -1)))
-    return onsets_ns[(index != busiest) & (index != (busiest + 1) % bins)]
+    return period, (busiest + 1) * FOLD_TOLERANCE_NS % period
+
+
+def _tick_bins(onsets_ns: np.ndarray, period_ns: float) -> np.ndarray:
+    bins = int(np.ceil(period_ns / FOLD_TOLERANCE_NS))
+    return np.minimum((onsets_ns % period_ns / FOLD_TOLERANCE_NS).astype(np.int64), bins - 1)
+
+
+def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
+    """The onsets away from the tick's busiest phase (FOLD_TOLERANCE_NS either side; all of them where
+    the node shows no tick)."""
+    busiest = busiest_tick_phase(onsets_ns, tick_hz)
+    if busiest is None:
+        return onsets_ns
+    period, phase = busiest
+    bins = int(np.ceil(period / FOLD_TOLERANCE_NS))
+    index = _tick_bins(onsets_ns, period)
+    first = int(phase // FOLD_TOLERANCE_NS) - 1
+    return onsets_ns[(index != first % bins) & (index != (first + 1) % bins)]
 
 
 def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None
