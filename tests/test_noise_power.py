@@ -172,3 +172,13 @@ def test_the_power_is_what_the_analysis_names_on_the_timer_and_on_the_tick_alike
     below = power.STALL_GRID_US[power.STALL_GRID_US.index(smallest) - 1]
     assert named(smallest, None) and named(smallest, ticked)
     assert not named(below, ticked)
+
+
+def test_a_fast_period_is_measured_on_its_timer_alone() -> None:
+    # Below the fold's periods a daemon moved to the tick would be named at its beat with the tick, never at
+    # 1/P: the power there is the timer's, on the same core where the 90 ms power counts the tick.
+    data = rank(sliced_on_the_tick(7))
+    tick_hz = 1e9 / TICK_NS
+    timer_only = next((s for s in power.STALL_GRID_US
+                       if power.named_at(power.inject(data, 13e6, s * 1e3), 1e3 / 13, tick_hz)), math.inf)
+    assert np.isfinite(timer_only) and power.smallest_stall_us(data, 13.0, tick_hz) == timer_only

@@ -81,13 +81,19 @@ def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
     """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named (inf: none of them),
     whether the event preempts FWQ on its timer or waits for the tick.
 
-    A daemon at FWQ's priority often waits: its stalls then start where the load's time slices end (the
-    kept FWQ files of benchmarks/noise_injected.py at load 4-8: a 90 ms daemon's onsets within 0.3 ms of the
-    tick's busiest phase in some runs, on its own timer in others). There they stand out far less, and a power
-    measured on the timer alone claimed events the judge then missed in silence. Bisection over the grid: a
-    longer stall of the same period stands higher in both domains."""
-    ticked = folding.busiest_tick_phase(recurrence.stalls_over(data, threshold_fraction).at_least(
-        folding.SIZES_US[0]).start, tick_hz)
+    A slow daemon at FWQ's priority often waits (EEVDF lets the running task finish its slice): its stalls
+    then start where the load's time slices end (the kept FWQ files of benchmarks/noise_injected.py at load
+    4-8: a 90 ms daemon's onsets within 0.3 ms of the tick's busiest phase in some runs, on its own timer in
+    others). There they stand out far less, and a power measured on the timer alone claimed events the judge
+    then missed in silence. Periods the fold searches (from folding.MIN_PERIOD_NS) are measured both ways;
+    faster ones on the timer only: a 13 ms daemon's onsets were timer-exact in those files (spread over the
+    tick, named at its own rate), and one moved to the tick would be named at its beat with the tick, never
+    at 1/P (a power of "none" on a quiet core). Bisection over the grid: a longer stall of the same period
+    stands higher in both domains."""
+    ticked = None
+    if period_ms * 1e6 >= folding.MIN_PERIOD_NS:
+        ticked = folding.busiest_tick_phase(recurrence.stalls_over(data, threshold_fraction).at_least(
+            folding.SIZES_US[0]).start, tick_hz)
     placements = [None] if ticked is None else [None, ticked]
 
     def named(stall_us: float) -> bool:
