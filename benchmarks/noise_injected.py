@@ -90,6 +90,11 @@ named 58, said could not 15, silent miss 7 (of 80). The day's first live set (lo
 analysis before the fold: named 36, could not 27, silent 17; by the fold with a screen step of 4x the
 tolerance: 59 / 12 / 9. The fold's step and ranking were tuned on these files afterwards (2x the tolerance
 named 55 of 80 normal-priority sources of both sets where 4x named 46).
+
+2026-11-27 afternoon, live (``--keep noise-keep10``, load 3.2-9.8, median 5.5, beside links_faults.py), the power
+measured on the event's timer and, for 90 and 250 ms, at the tick too (families/noise/power.py): named 45,
+said could not 32, silent 3; controls: 83.22 and 100.04 Hz once each in 15. The two morning sets judged again
+with that power: could not 21 and 16, silent 3 and 1 (were 18 and 10, 6 and 7; names unchanged).
 """
 from __future__ import annotations
 
