@@ -117,6 +117,21 @@ link 5x, ratio floors node 1.5, link 2, 3 rounds):
 No wrong name and nothing named on an undisturbed run; every fault at or beyond its target named 10 of 10; the
 silent passes are faults the load left below what that run says it could see (its pass says "could have seen
 >= 1.8x"). A node at half rate is a clusters' target (systems/iris.yaml, aion.yaml), not one this host reaches.
+
+2026-11-27 afternoon, 10 runs per case, beside benchmarks/noise_injected.py (load average 2.9-10.4, median 6.4),
+R0 1577 MB/s (1018 / 1577 / 3138 MB/s at 10/50/90 %), the same targets:
+
+    case   named right  needs a look  silent pass  wrong name  error
+    none       10            0            0           0         0
+    node-2      3            0            7           0         0     (seen at 1.4-1.8x; power per run >= 1.72-1.91x)
+    node-3      9            0            1           0         0     (seen at 1.4x; its power: >= 1.73x)
+    node-4     10            0            0           0         0
+    link-2      0            0           10           0         0     (seen at 1.4-2.0x; power per run >= 2.97-4.59x)
+    link-4     10            0            0           0         0
+
+No wrong name (the morning's two in 104 runs, a node named for a quarter-rate link and an extra link beside a
+quarter-rate node, did not come back); every silent pass is a fault the load left below what that run said it
+could see. A half-rate link was never named at this load: its pairs were seen at 2x at most, its link bar.
 """
 from __future__ import annotations
 
