@@ -125,14 +125,22 @@ def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[fl
     """(the tick's period as the onsets keep it, ns; the phase where most of them start, ns): where the
     scheduler hands the core to the load's other processes. None where the node shows no tick or too few
     onsets to say."""
+    found = _busiest_tick_bin(onsets_ns, tick_hz)
+    if found is None:
+        return None
+    period, busiest = found
+    return period, (busiest + 1) * FOLD_TOLERANCE_NS % period
+
+
+def _busiest_tick_bin(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, int] | None:
+    """(the tick's period, ns; the first of the two adjacent FOLD_TOLERANCE_NS bins of it holding most onsets)."""
     if not tick_hz or len(onsets_ns) < MIN_OBSERVED:
         return None
     # The tick's clock and CLOCK_MONOTONIC agree to a part in 10^4 (recurrence.tick_hz): a few steps do.
     periods = 1e9 / tick_hz * (1 + np.linspace(-2e-4, 2e-4, 9))
     period = float(periods[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), periods, FOLD_TOLERANCE_NS)))])
     counts = np.bincount(_tick_bins(onsets_ns, period), minlength=int(np.ceil(period / FOLD_TOLERANCE_NS)))
-    busiest = int(np.argmax(counts + np.roll(counts, -1)))
-    return period, (busiest + 1) * FOLD_TOLERANCE_NS % period
+    return period, int(np.argmax(counts + np.roll(counts, -1)))
 
 
 def _tick_bins(onsets_ns: np.ndarray, period_ns: float) -> np.ndarray:
@@ -143,14 +151,12 @@ def _tick_bins(onsets_ns: np.ndarray, period_ns: float) -> np.ndarray:
 def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
     """The onsets away from the tick's busiest phase (FOLD_TOLERANCE_NS either side; all of them where
     the node shows no tick)."""
-    busiest = busiest_tick_phase(onsets_ns, tick_hz)
-    if busiest is None:
+    found = _busiest_tick_bin(onsets_ns, tick_hz)
+    if found is None:
         return onsets_ns
-    period, phase = busiest
-    bins = int(np.ceil(period / FOLD_TOLERANCE_NS))
+    period, busiest = found
     index = _tick_bins(onsets_ns, period)
-    first = int(phase // FOLD_TOLERANCE_NS) - 1
-    return onsets_ns[(index != first % bins) & (index != (first + 1) % bins)]
+    return onsets_ns[(index != busiest) & (index != (busiest + 1) % int(np.ceil(period / FOLD_TOLERANCE_NS)))]
 
 
 def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None

@@ -12,8 +12,9 @@ the background an event must stand out from), over REFERENCE_PERIODS_MS (the fas
 daemons the noise benchmark injects, and the 90 ms between them). It is stated as the share of a core such an
 event steals (``d / P``): "could have seen >= 0.3 % here".
 
-Cost: about fifteen analyses of one core per node (a few seconds on the 2-core host), which is why one core
-per node and a 3-step refinement of the known frequency (the detector refines an unknown one over 21).
+Cost: about 25 analyses of one core per node (five per placement and period; the fold's periods are measured on
+the timer and at the tick), a few seconds on the 2-core host, which is why one core per node and a 3-step
+refinement of the known frequency (the detector refines an unknown one over 21).
 """
 from __future__ import annotations
 
@@ -126,8 +127,8 @@ class NodePower:
 
     def how(self) -> str:
         """'a periodic event stealing that share of core 2 (its noisiest) every 13 ms (stalls >= 22 us), 90 ms
-        (>= 256 us) or 250 ms (>= 1.3 ms) would have been named, on its own timer or waiting for the tick, measured
-        by adding it to this run's own samples'."""
+        (>= 256 us) or 250 ms (>= 1.3 ms) would have been named on its own timer (from 20 ms also waiting for the
+        tick), measured by adding it to this run's own samples'."""
         said = []
         for period, stall in self.stalls_us.items():
             if stall == float("inf"):
@@ -137,8 +138,8 @@ class NodePower:
                 said.append(f"{period:g} ms ({'stalls ' if not said else ''}>= {size})")
         listed = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
         return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
-                f"{listed} would have been named, on its own timer or waiting for the tick, measured by adding it to "
-                f"this run's own samples")
+                f"{listed} would have been named on its own timer (from {folding.MIN_PERIOD_NS / 1e6:g} ms also "
+                f"waiting for the tick), measured by adding it to this run's own samples")
 
     def to_conditions(self) -> dict[str, Any]:
         """conditions["power"] of the node's records (verdict.power.Power's fields)."""
