@@ -27,7 +27,7 @@ def link_run_records(**faults):
 def ab_records(nodes, step=0.2):
     rng = np.random.default_rng(5)
     out = []
-    for pair in range(6):
+    for pair in range(8):   # one series, alone in its class: 7+ pairs before its own signed ranks reach 1 %
         for side in "AB":
             value = 3.0 * float(np.exp(rng.normal(0, 0.003))) * (1 + step if side == "B" else 1)
             out.append(dict(system="iris", partition="skylake", method="source", placement="cross_node",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -286,12 +287,28 @@ def _recorded(values):
             for metric, pairs in values.items() for pair, both in enumerate(pairs) for side, value in zip("AB", both)]
 
 
-def test_a_pool_of_one_series_is_widened_by_its_own_uncertainty(monkeypatch):
-    verdicts = paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST)
-    assert [v.verdict for v in verdicts if v.verdict in paired.GATING] == [], [v.reason for v in verdicts]
-    # The same data with the margin switched off is the false alarm the margin exists for.
-    monkeypatch.setattr(paired, "scale_margin", lambda dof, confidence=0.95: 1.0)
-    assert any(v.verdict == "regression" for v in paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST))
+def _gating(verdicts):
+    return [v.verdict for v in verdicts if v.verdict in paired.GATING]
+
+
+def test_a_pool_of_one_series_is_widened_by_its_own_uncertainty_and_bounded_by_its_own_signs(monkeypatch):
+    verdicts = paired.judge(_recorded(UNCHANGED_UNDER_LOAD), replace(FAST, target=0.15))
+    assert _gating(verdicts) == [], [v.reason for v in verdicts]
+    bandwidth = next(v for v in verdicts if v.metric == "bandwidth")
+    # B lower in all five pairs: the most its own signs can say is 1/32, which two series' Holm cannot call.
+    assert "B worse in 5 of 5, signed-rank p 0.031 before Holm" in bandwidth.reason
+    assert bandwidth.power.blind and bandwidth.power.short_sentence().startswith(
+        "could not see a 15% change here (no effect could have been shown)")
+    # Each guard alone keeps it green; both switched off is the false alarm they exist for.
+    no_margin = (paired, "scale_margin", lambda dof, confidence=0.95: 1.0)
+    no_floor = (paired, "signed_rank_p", lambda d: (0.0, 0.0))
+    for guard in (no_margin, no_floor):
+        with monkeypatch.context() as m:
+            m.setattr(*guard)
+            assert _gating(paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST)) == []
+    monkeypatch.setattr(*no_margin)
+    monkeypatch.setattr(*no_floor)
+    assert "regression" in _gating(paired.judge(_recorded(UNCHANGED_UNDER_LOAD), FAST))
 
 
 def test_the_scale_margin_shrinks_with_the_pool_and_costs_little_on_a_full_mr():
@@ -303,13 +320,21 @@ def test_the_scale_margin_shrinks_with_the_pool_and_costs_little_on_a_full_mr():
     assert paired.scale_margin(0) == 1.0
 
 
-def test_a_real_toolchain_slowdown_still_fails_a_small_mr():
-    slowed = {metric: [(a, a * 1.8 if metric == "latency" else a / 1.8) for a, _ in pairs]
-              for metric, pairs in {"latency": [(2.24, 0), (2.31, 0), (2.25, 0), (2.27, 0), (2.21, 0)],
-                                    "bandwidth": [(8100.0, 0), (8350.0, 0), (7900.0, 0), (8020.0, 0),
-                                                  (8200.0, 0)]}.items()}
-    jittered = {m: [(a, b * (1 + 0.02 * ((i % 3) - 1))) for i, (a, b) in enumerate(p)] for m, p in slowed.items()}
-    assert {v.key.metric: v.verdict for v in paired.judge(_recorded(jittered), FAST)} == {
+def _slowed(pairs):
+    """An MR of one series per metric, B 1.8x worse in every pair with 2 % jitter."""
+    latency = [2.24, 2.31, 2.25, 2.27, 2.21, 2.29, 2.23, 2.26][:pairs]
+    bandwidth = [8100.0, 8350.0, 7900.0, 8020.0, 8200.0, 8050.0, 8300.0, 7950.0][:pairs]
+    slowed = {"latency": [(a, a * 1.8) for a in latency], "bandwidth": [(a, a / 1.8) for a in bandwidth]}
+    return {m: [(a, b * (1 + 0.02 * ((i % 3) - 1))) for i, (a, b) in enumerate(p)] for m, p in slowed.items()}
+
+
+def test_a_real_toolchain_slowdown_fails_a_small_mr_once_its_own_signs_can_say_so():
+    # Five pairs: its class has no other series, and five signs cannot reach two series' Holm level.
+    few = {v.key.metric: v for v in paired.judge(_recorded(_slowed(5)), FAST)}
+    assert {m: v.verdict for m, v in few.items()} == {"latency": "inconclusive", "bandwidth": "inconclusive"}
+    assert all("B worse in 5 of 5, signed-rank p 0.031" in v.reason and v.power.blind for v in few.values())
+    # Eight: 1/256 each, within Holm's 0.5 %.
+    assert {v.key.metric: v.verdict for v in paired.judge(_recorded(_slowed(8)), FAST)} == {
         "latency": "regression", "bandwidth": "regression"}
 
 
@@ -317,7 +342,8 @@ def test_a_real_toolchain_slowdown_still_fails_a_small_mr():
 def test_the_runs_own_noise_probe_reaches_the_cause_sentence(tmp_path, efficiency, flagged):
     from mpiregress.verdict.ab import judge
 
-    slowed = {"latency": [(2.2 + 0.01 * i, (2.2 + 0.01 * i) * (1.8 + 0.01 * (i % 2))) for i in range(5)]}
+    # Seven pairs: one series alone in its class is judged no bolder than its signs (1/128 is within 1 %).
+    slowed = {"latency": [(2.2 + 0.01 * i, (2.2 + 0.01 * i) * (1.8 + 0.01 * (i % 2))) for i in range(7)]}
     records = _recorded(slowed)
     for r in records:
         r["conditions"] = {"noise": {"node1": {"efficiency": efficiency, "max_detour_us": 900.0}}}

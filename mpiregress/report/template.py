@@ -56,7 +56,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <ul class="findings">{% for f in evidence %}<li>{{ f.judge }}: {{ f.subject }}: {{ f.sentence }}</li>{% endfor %}</ul></details>{% endif %}
 {% if pv.power %}<details class="power"><summary>{{ power_summary }}</summary>
 <table><tr><th>series</th><th>judge</th><th>could have seen</th><th>target</th><th>from</th></tr>
-{% for key, p in pv.power|dictsort %}<tr{% if p.short %} class="v-noisy"{% endif %}><td>{{ key.name() }}</td><td>{{ p.judge }}</td><td class="num">&ge; {{ p.amount() }}</td><td class="num">{{ "—" if p.target is none else p.amount(p.target) }}</td><td>{{ p.how }}</td></tr>{% endfor %}</table></details>{% endif %}
+{% for key, p in pv.power|dictsort %}<tr{% if p.short %} class="v-noisy"{% endif %}><td>{{ key.name() }}</td><td>{{ p.judge }}</td><td class="num">{{ "none" if p.blind else "≥ " ~ p.amount() }}</td><td class="num">{{ "—" if p.target is none else p.amount(p.target) }}</td><td>{{ p.how }}</td></tr>{% endfor %}</table></details>{% endif %}
 
 <h2>History gate, per series</h2>
 <div class="chips">

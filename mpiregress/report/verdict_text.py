@@ -90,8 +90,10 @@ def power_summary(v: PipelineVerdict) -> str:
         by_scale.setdefault(p.scale, []).append(p)
     ranges = "; ".join(f"from {min(ps, key=lambda p: p.detectable).amount()} to "
                        f"{max(ps, key=lambda p: p.detectable).amount()}" for ps in by_scale.values())
+    blind = sum(p.blind for p in v.power.values())
     return (f"What the judges could have seen: {len(v.power)} series, "
-            f"{f'{short} short of their target' if short else 'every one at its target or without one'}; {ranges}")
+            f"{f'{short} short of their target' if short else 'every one at its target or without one'}; {ranges}"
+            + (f" ({blind} too few pairs to show any effect)" if blind else ""))
 
 
 def power_lines(v: PipelineVerdict) -> list[str]:
@@ -102,7 +104,8 @@ def power_lines(v: PipelineVerdict) -> list[str]:
              "| series | judge | could have seen | target | from |", "|---|---|---|---|---|"]
     for key, p in sorted(v.power.items(), key=lambda kp: (not kp[1].short, kp[0])):
         target = "—" if p.target is None else (f"❗ {p.amount(p.target)}" if p.short else p.amount(p.target))
-        lines.append(f"| {_cell(key.name())} | {p.judge} | >= {p.amount()} | {target} | {_cell(p.how)} |")
+        seen = "none" if p.blind else f">= {p.amount()}"
+        lines.append(f"| {_cell(key.name())} | {p.judge} | {seen} | {target} | {_cell(p.how)} |")
     return lines + ["", "</details>", ""]
 
 

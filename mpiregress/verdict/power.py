@@ -17,6 +17,7 @@ a gating judge whose pass could not have seen its target is not a pass but "need
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Collection, Mapping, Optional, Sequence, Union
@@ -56,14 +57,21 @@ class Power:
         """Could not see its target (False without a target)."""
         return self.target is not None and self.detectable > self.target
 
+    @property
+    def blind(self) -> bool:
+        """No effect, however large, could have been shown (too few pairs for the judge's error rate)."""
+        return not math.isfinite(self.detectable)
+
     def amount(self, value: Optional[float] = None) -> str:
-        """An effect on this power's scale as people read it: '6 %' or '3.1x'."""
+        """An effect on this power's scale as people read it: '6 %' or '3.1x' ('no effect' when blind)."""
         x = self.detectable if value is None else value
+        if not math.isfinite(x):
+            return "no effect"
         return f"{x:.2f}x" if self.scale == "factor" else f"{x:.0%}" if x >= 0.095 else f"{x:.1%}"
 
     def sentence(self) -> str:
-        """'could have seen >= 6 % here (target 5 %)'."""
-        text = f"could have seen >= {self.amount()} here"
+        """'could have seen >= 6 % here (target 5 %)'; 'could have seen no effect here' when blind."""
+        text = "could have seen no effect here" if self.blind else f"could have seen >= {self.amount()} here"
         if self.target is not None:
             text += f" (target {self.amount(self.target)})"
         return text + (f"; {self.how}" if self.how else "")
@@ -72,14 +80,17 @@ class Power:
         """'could not see a 5 % change at this noise (could see >= 14 %)'."""
         assert self.target is not None
         what = f"a {self.amount(self.target)} " + ("slowdown" if self.scale == "factor" else "change")
-        return f"could not see {what} at this noise (could see >= {self.amount()})" + (
-            f"; {self.how}" if self.how else "")
+        why = "here (no effect could have been shown)" if self.blind else \
+            f"at this noise (could see >= {self.amount()})"
+        return f"could not see {what} {why}" + (f"; {self.how}" if self.how else "")
 
     def with_target(self, target: Optional[float]) -> "Power":
         return replace(self, target=target)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "short": self.short, "sentence": self.sentence()}
+        """Its fields as JSON can hold them: a blind power's detectable is null (JSON has no infinity)."""
+        return {**asdict(self), "detectable": None if self.blind else self.detectable, "short": self.short,
+                "sentence": self.sentence()}
 
 
 def beyond_band(judge: str, band: float, spread: float, how: str, target: Optional[float] = None) -> Power:

@@ -67,11 +67,21 @@ rerun. From it:
 A series whose own residuals scatter more than k residuals of its class do in
 99.9 % of the Monte Carlo draws is not covered by the pooled jitter: it is
 ``inconclusive`` (noisy) unless every one of its pairs is worse than the minimum
-effect. A class with fewer than ``min_pool`` residuals
-borrows the whole metric's residuals, widened to the class's own spread if that
+effect. A class in which some series finds fewer than ``min_pool`` residuals of
+other series borrows the whole metric's residuals, widened to the class's own spread if that
 is larger (never narrower). Every pool is then widened to the upper 90 % bound of its
 own scale (:func:`scale_margin`): a pool of two series' residuals is a poor estimate of
 the jitter, and treating it as exact gave 3 false alarms in 20 unchanged local MRs.
+
+A series that still finds fewer than ``min_pool`` residuals of other series (one series
+per metric: an MR of a few series, the local A/A benchmark) is judged no bolder than its
+own pairs allow: each look's p is the larger of the pooled one and the exact Wilcoxon
+signed-rank test of its own pairs (:func:`signed_rank_p`, never below 2^-k). Its own
+residuals say nothing of the jitter's tail: on 32 real A/A MRs beside other jobs two such
+series (bandwidth, 4 pairs, B slower in each) were called at p 5e-05 from their own four
+residuals, where four signs can say 1/16. So such an MR needs about 8 pairs (one series:
+7; two: 8 in a fixed run, 12 over the looks 4, 6 ... 12) before it can fail, and its power
+says so (infinite below that: "could have seen no effect here", so the run takes more pairs).
 
 The decision (Holm, and why not max-statistic)
 ----------------------------------------------
@@ -135,7 +145,7 @@ class PairedConfig:
     seed: int = 13                        # fixed: the same data always gets the same verdict
     interval: float = 0.95                # level of the interval shown
     noisy_quantile: float = 0.999         # own residual spread beyond this quantile of the class's: too noisy
-    min_pool: int = 12                    # fewer residuals in a class: borrow the metric's pool
+    min_pool: int = 12                    # fewer residuals of other series in a class: borrow the metric's pool
     # The sequential design (:mod:`.sequential`): alpha spent over the looks by alpha * t**rho.
     spending: str = "power"
     rho: float = 0.25
@@ -422,6 +432,7 @@ class NullModel:
 
     hl: np.ndarray           # sorted HL estimates of k sign-flipped pool residuals
     noisy_scale: float       # own residual spread exceeded by chance in only 1 - noisy_quantile of draws
+    jitter: np.ndarray = field(default_factory=lambda: np.zeros(1))  # one pair's jitter: the pool, both signs, sorted
 
 
 def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> NullModel:
@@ -442,7 +453,8 @@ def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> Nul
         hl_parts.append(hl)
         scale_parts.append(1.4826 * _row_median(np.abs(spread - _row_median(spread)[:, None])))
     scales = np.sort(np.concatenate(scale_parts))
-    return NullModel(hl=np.sort(np.concatenate(hl_parts)), noisy_scale=_sorted_quantile(scales, config.noisy_quantile))
+    return NullModel(hl=np.sort(np.concatenate(hl_parts)), noisy_scale=_sorted_quantile(scales, config.noisy_quantile),
+                     jitter=np.sort(np.concatenate([pool, -pool])))
 
 
 def _sorted_quantile(ordered: np.ndarray, q: float) -> float:
@@ -520,7 +532,7 @@ def judge_pairs(found: Mapping[SeriesId, SeriesPairs], config: PairedConfig = Pa
             nulls[key] = null_distribution(pools[s.noise_class()], pairs, replace(config, draws=draws))
         return nulls[key]
 
-    stats = [_series_stats(s, null, config) for s in testable]
+    stats = [_series_stats(s, null, config, others=len(pools[s.noise_class()]) - len(s.a)) for s in testable]
     adjusted_up = holm([t.p_up for t in stats])
     adjusted_down = holm([t.p_down for t in stats])
     bars: dict[tuple[float, ...], float] = {}
@@ -542,11 +554,48 @@ class _Stats:
     p_down: float        # improving side, the same way
     looks: int
     noisy: bool
+    others: int = 0      # residuals of other series in its pool (fewer than min_pool: no bolder than its own signs)
+    own_p: Optional[float] = None   # a thin series' exact signed-rank p (hurting side, last look, before Holm)
+
+    def thin(self, config: "PairedConfig") -> bool:
+        """Its pool holds too few other series' residuals to model its jitter (:func:`signed_rank_p` bounds its p)."""
+        return self.others < config.min_pool
 
 
-def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
+def signed_rank_p(d: np.ndarray) -> tuple[float, float]:
+    """The exact Wilcoxon signed-rank test of a series' own pairs: (hurting, improving) side p-values.
+
+    Under "B is A" with A and B's order drawn at random per pair, every pair's sign is a fair coin whatever its
+    size, so the signed-rank statistic (the ranks of |d| where B was worse) has an exact null that needs nothing
+    of the jitter's shape, never below 2**-n (pairs with d = 0 dropped, as Wilcoxon did; tied |d| get mid-ranks).
+    Ranks, not the HL estimate: the HL of a sign pattern can equal the observed one (flipping a small pair need not
+    move the median of the Walsh averages), which made eight pairs all worse read 4/256 instead of 1/256.
+    Why a floor for thin classes: the pooled null draws a series' jitter from the residuals of its noise class;
+    when that class holds no (or few) other series, the pool is the series' own few residuals about its own
+    centre, which say nothing of the jitter's tail. Two real A/A MRs on the local host (bandwidth, 4 pairs, B
+    slower in each, load 1.2-5.5 beside other jobs) got p 5e-05 from the pool where their signed ranks give 1/16.
+    """
+    from scipy import stats
+
+    x = np.asarray(d, dtype=float)
+    x = x[x != 0]
+    if not len(x):
+        return 1.0, 1.0
+    twice = np.rint(2 * stats.rankdata(np.abs(x))).astype(int)     # mid-ranks doubled: whole numbers
+    counts = np.zeros(int(twice.sum()) + 1)
+    counts[0] = 1.0
+    for r in twice:                                   # the null distribution of the doubled statistic, by DP
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    counts /= counts.sum()
+    tail = np.cumsum(counts[::-1])[::-1]              # tail[w] = P(statistic >= w)
+    return float(tail[int(twice[x > 0].sum())]), float(tail[int(twice[x < 0].sum())])
+
+
+def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig, others: int = 0) -> _Stats:
     """HL estimate and interval at the last look; at every look that has enough pairs, the HL of the first
-    n_j pairs against its null, turned into z, and the sequential p-value of those z (:mod:`.sequential`)."""
+    n_j pairs against its null, turned into z, and the sequential p-value of those z (:mod:`.sequential`).
+    A series with fewer than ``min_pool`` other series' residuals in its pool gets at each look the larger of
+    that p and its own exact signed-rank test's (:func:`signed_rank_p`): the pool cannot speak for its tail."""
     from scipy import special  # SciPy is loaded at the first judgement (start-up time; pyproject)
 
     d = s.log_ratios()
@@ -554,12 +603,17 @@ def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
     est = hodges_lehmann(d)
     sizes = [k for k in s.look_sizes() if k >= config.min_pairs] or [n]
     budget = max(s.max_pairs, n)
+    thin = others < config.min_pool
+    own_p = None
     z_up, z_down = [], []
     for j, k in enumerate(sizes):
         model = null(s, k, config.draws if j == 0 else config.draws_later)
         h, draws = (est, len(model.hl)) if k == n else (hodges_lehmann(d[:k]), len(model.hl))
-        p_up = (1 + draws - np.searchsorted(model.hl, h, side="left")) / (draws + 1)
-        p_down = (1 + np.searchsorted(model.hl, h, side="right")) / (draws + 1)
+        p_up = float((1 + draws - np.searchsorted(model.hl, h, side="left")) / (draws + 1))
+        p_down = float((1 + np.searchsorted(model.hl, h, side="right")) / (draws + 1))
+        if thin:
+            own_p, own_down = signed_rank_p(d[:k])
+            p_up, p_down = max(p_up, own_p), max(p_down, own_down)
         z_up.append(float(-special.ndtri(p_up)))
         z_down.append(float(-special.ndtri(p_down)))
     fractions = [k / budget for k in sizes]
@@ -569,7 +623,8 @@ def _series_stats(s: SeriesPairs, null: Any, config: PairedConfig) -> _Stats:
                   high=est - _sorted_quantile(last.hl, g),
                   p_up=sequential.sequential_p(z_up, fractions, config.spending, config.rho),
                   p_down=sequential.sequential_p(z_down, fractions, config.spending, config.rho),
-                  looks=len(s.look_sizes()), noisy=robust_scale(residuals(d)) > last.noisy_scale)
+                  looks=len(s.look_sizes()), noisy=robust_scale(residuals(d)) > last.noisy_scale, others=others,
+                  own_p=own_p)
 
 
 def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
@@ -607,8 +662,42 @@ def power_of(t: "_Stats", null: Any, config: PairedConfig, family: int,
     theta = max(crit * spread, delta) - _sorted_quantile(model.hl, 1 - 0.8) * spread
     budget = max(s.max_pairs, n + len(s.dropped))
     how = f"{n} pairs of {budget}, {config.alpha:.0%} family-wise over {family} series"
-    return Power("paired A/B", _relative(s.metric, theta), target=target_for(config.target, s.metric, s.key.placement),
-                 how=how)
+    if t.thin(config):
+        theta = max(theta, _sign_power(model.jitter, n, tail) * spread)
+        how += (f"; its noise class holds {t.others} other series' residuals (fewer than {config.min_pool}), so it is "
+                f"judged no bolder than its own pairs' signed ranks, and " + (
+                    f"{n} pairs cannot reach the p {tail:.1g} this look needs (B worse in all {n}: p {2.0 ** -n:.2g})"
+                    if not math.isfinite(theta) else f"B must be worse in {_sign_needed(n, tail)} of {n}"))
+    detectable = _relative(s.metric, theta) if math.isfinite(theta) else math.inf
+    return Power("paired A/B", detectable, target=target_for(config.target, s.metric, s.key.placement), how=how)
+
+
+def _sign_needed(pairs: int, tail: float) -> Optional[int]:
+    """The fewest of ``pairs`` pairs in which B must be worse for the sign test to reach ``tail`` (None: never)."""
+    def sign_test(worse: int) -> float:
+        return sum(math.comb(pairs, i) for i in range(worse, pairs + 1)) / 2 ** pairs
+    return next((w for w in range(pairs + 1) if sign_test(w) <= tail), None)
+
+
+def _sign_power(jitter: np.ndarray, pairs: int, tail: float) -> float:
+    """The shift (log scale) a thin series' own test catches 4 times in 5 at ``tail``, bounded by the sign test's.
+
+    The signed-rank test of :func:`signed_rank_p` rejects at ``tail`` only when 2**-pairs <= tail (else: infinite,
+    nothing can be shown); how far beyond that it reaches depends on the pairs' sizes, which a power computed
+    before them cannot know, so the sign test stands in: B is worse in a pair with probability q = P(x < shift)
+    (``jitter``: the pool, both signs, sorted), and at least :func:`_sign_needed` worse pairs happen 4 times in 5
+    from the q found here. Where B's pairs are all worse the two tests agree; with one pair where B won by a
+    little, the signed-rank test reaches further (the power then understates what it could see).
+    """
+    from scipy import optimize, stats
+
+    needed = _sign_needed(pairs, tail)
+    if needed is None:
+        return math.inf
+    if needed == 0:
+        return -math.inf
+    q = optimize.brentq(lambda x: float(stats.binom.sf(needed - 1, pairs, x)) - 0.8, 0.0, 1.0, xtol=1e-9)
+    return _sorted_quantile(jitter, q)
 
 
 def scale_margin(dof: int, confidence: float = 0.90) -> float:
@@ -639,7 +728,9 @@ def _pools(testable: Sequence[SeriesPairs], config: PairedConfig) -> dict[tuple[
     dof = {c: sum(len(part) - 1 for part in parts) for c, parts in by_class.items()}
     out = {}
     for c, pool in pools.items():
-        if len(pool) >= config.min_pool:
+        # Enough when every series of the class finds min_pool residuals of the others in it (its own are no
+        # evidence of its jitter's tail: signed_rank_p bounds a series that has fewer).
+        if len(pool) - max(len(part) for part in by_class[c]) >= config.min_pool:
             out[c] = pool * scale_margin(dof[c])
             continue
         # Only the borrowed residuals are brought up to the class's own spread: widening the class's own
@@ -692,9 +783,12 @@ def _decide(t: _Stats, adj_up: float, adj_down: float, config: PairedConfig) -> 
                              f"the other series of its class do in {config.noisy_quantile:.1%} of draws, too noisy "
                              f"to judge{budget_note}", **common)
     if effect > delta:
+        signs = (f"; its noise class holds {t.others} other series' residuals, too few to model its jitter, so it "
+                 f"is judged no bolder than its own pairs' signed ranks (B worse in {int(np.sum(d > 0))} of {len(d)}, "
+                 f"signed-rank p {t.own_p:.2g} before Holm)") if t.thin(config) and t.own_p is not None else ""
         return PairedVerdict(verdict="inconclusive", reason=f"{summary}: beyond the {delta:.0%} minimum effect "
                              f"but not significant at {config.alpha:.0%} family-wise (Holm p {adj_up:.2g})"
-                             f"{budget_note}", **common)
+                             f"{signs}{budget_note}", **common)
     if effect < -delta and adj_down <= config.alpha:
         return PairedVerdict(verdict="improvement", reason=f"{summary}: better beyond the {delta:.0%} minimum "
                              f"effect (not a failure)", **common)
