@@ -534,13 +534,13 @@ def test_real_toolchain_mr_is_measured_once_by_its_ab_job(gitlab_ci_local, local
     assert series and all(r["conditions"].get("measured_by", "").startswith("the A/B job's B side") for r in series)
     verdict = json.loads(artifact(repo, "verdict:local", "reports/report-local/verdict.json")[0].read_text())
     assert verdict["event"] == "toolchain_mr" and verdict["measured"] == len(series) and verdict["power"], verdict
-    # The job ends as its verdict says. Which verdict is measured, not wired: A and B are the same sources, so
-    # a regression here is one of the paired judge's false alarms (1 % family-wise by design, more on a class of
-    # so few series: docs/ab.md, benchmarks/ab_aa_local.py), and it must be the paired judge's, with its test
-    # stated, never another judge's.
-    assert verdicts["verdict:local"] == JOB_OUTCOME[verdict["exit_code"]], (verdict, tail(done))
-    gating = [f for f in verdict["findings"] if f["state"] == "regression"]
-    assert all(f["judge"] == "paired A/B" and "Holm p" in f["sentence"] for f in gating), verdict
+    # One series alone (latency, one placement), four pairs: its own signed ranks bottom out at 1/16, so whatever
+    # was measured the judge can neither fail this comment-only MR nor pass it unseen (docs/ab.md, "Thin
+    # classes"): needs a look, saying why, and the job ends as its verdict says.
+    assert verdict["exit_code"] == 5 and verdicts["verdict:local"] == JOB_OUTCOME[5], (verdict, tail(done))
+    looks = [f for f in verdict["findings"] if f["state"] == "needs a look" and f["judge"] == "paired A/B"]
+    assert any("no effect could have been shown" in f["sentence"] or "signed-rank p" in f["sentence"]
+               for f in looks), verdict
 
 
 @pytest.mark.slurm

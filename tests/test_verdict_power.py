@@ -106,7 +106,7 @@ def test_a_series_whose_own_signs_cannot_reach_the_level_says_it_could_have_seen
     assert alone.power.sentence().startswith("could have seen no effect here")
     assert "4 pairs cannot reach the p 0.008 this look needs (B worse in all 4: p 0.062)" in alone.power.how
     eight = paired.judge(ab_records(0.005, pairs=8, series=1, max_pairs=8), config)[0].power
-    assert not eight.blind and "B must be worse in 8 of 8" in eight.how
+    assert not eight.blind and eight.how.endswith("judged no bolder than its own pairs' signed ranks")
     v = compose.compose("toolchain_mr", Evidence(paired=[alone]))
     assert v.state == "needs a look"
     assert any("could not see a 5.0% change here (no effect could have been shown)" in f.sentence
