@@ -74,9 +74,12 @@ def main(argv=None) -> int:
             a = "-" if v.a_value is None else f"{v.a_value:.4g}"
             b = "-" if v.b_value is None else f"{v.b_value:.4g}"
             effect = "-" if v.effect is None else f"{v.effect:+.1%}"
+            power = "-" if v.power is None else v.power.amount()
+            p = 1.0 if v.p_adjusted is None else v.p_adjusted
             interval = "-" if v.low is None else f"{v.low:+.1%}..{v.high:+.1%}"
-            print(f"round {attempt + 1}: {v.verdict:<12} {v.key[-1]:<9} A {a:>8} B {b:>8} {v.unit:<4} effect "
-                  f"{effect:>8} ({interval}) {causes.get(v.key, '')}")
+            print(f"round {attempt + 1}: {v.verdict:<12} {v.key.metric:<9} A {a:>8} B {b:>8} {v.unit:<4} effect "
+                  f"{effect:>8} ({interval}) Holm p {p:.2g}, could see {power} "
+                  f"{causes.get(v.key, '')}")
         print(f"round {attempt + 1}: exit {code}")
     print(f"{red} of {args.repeat} round(s) red; B's MCA: {' '.join(args.mca) or 'none (A/A)'}; "
           f"elapsed {time.perf_counter() - started:.0f} s")
