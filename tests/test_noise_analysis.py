@@ -626,6 +626,41 @@ def test_a_daemon_on_the_ticks_time_slices_is_named_at_its_own_rate_not_at_the_b
     assert recurrence.faster(stalls, 1000.0 / 90, 1.0, 0.3, 250.0) == (1000.0 / 90, 1.0)
 
 
+def trains(times: np.ndarray, trains: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """``times`` with several injectors' stalls at once, each every ``every_ns`` of the same wall time (the
+    host's and the guest's ticks keep one clock; injected one after the other, the later would drift)."""
+    out = times.astype(np.int64).copy()
+    now, due = 0, [every for every, _ in trains]
+    for i in range(len(out)):
+        for j, (every, detour) in enumerate(trains):
+            if now + out[i] >= due[j]:
+                out[i] += detour
+                due[j] += every
+        now += out[i]
+    return out.astype(np.uint32)
+
+
+def test_a_tick_under_a_faster_hosts_pattern_is_still_the_tick() -> None:
+    """The local VM's kernel ticks at 250 Hz under its host's 1 kHz pattern: the node's tick is measured at 1 kHz
+    (the highest rate its stalls hold), and the 250 Hz tick's lines and those of slices of two ticks (125, 375 Hz)
+    are the tick's, never events; a 13 ms source beside them is still named on its core."""
+    # Host 1 ms (3 us), the guest's tick 4 ms (20 us) and every other tick a longer slice switch (60 us): before
+    # the rates below the measured one were the tick's too, this named "A 250 Hz event on every core".
+    host_and_guest = ((1_000_000, 3_000), (4_000_000, 20_000), (8_000_000, 60_000))
+    cores = [trains(quiet_core(seed), host_and_guest) for seed in (21, 22)]
+    # 13.7 ms: a period of whole milliseconds puts a harmonic on the 1 kHz line, which draws its comb elsewhere.
+    cores[1] = trains(quiet_core(22), host_and_guest + ((13_700_000, 1_000_000),))
+    run = run_of(*cores)
+    assert run.nodes[0].tick_hz == 1000.0
+    said = findings.sentences(run)
+    assert not [s for s in said if any(f"{f} Hz event" in s for f in (125, 250, 375, 500, 750))], said
+    [tick] = [s for s in said if s.startswith("n1: the kernel tick at 1000 Hz")]
+    assert "0.0 Hz" not in tick, tick        # its lines said as measured, not rounded to multiples of 1 kHz
+    assert [(c.cpu, round(p.frequency_hz)) for c, p in findings.one_core_events(run)] == [(1, 73)], said
+    assert [analysis.is_tick(f, 1000.0, 0.3) for f in (125.0, 250.0, 375.0, 750.0, 76.9, 37.04, 11.11, 4.0)] == \
+        [True] * 4 + [False] * 4
+
+
 def test_the_nodes_tick_is_the_highest_rate_a_core_shows() -> None:
     """Under load one core's tick can hide while the host's 100 Hz timer shows; another core's 250 Hz is the
     tick, and the 250 Hz line is then the tick's, not the host's event."""

@@ -134,14 +134,15 @@ def host_periods(cores: list[CoreNoise]) -> list[tuple[Period, float]]:
 
 
 def tick_sentence(node: NodeNoise) -> str | None:
-    """'node1: the kernel tick, 250 Hz (every 4 ms; on 2 of 2 cores' spectra, with its harmonics at 500, 750 Hz):
-    the tick, not an event.' when the node's stalls show a tick rate."""
+    """'node1: the kernel tick, 250 Hz (every 4 ms; on 2 of 2 cores' spectra, with its lines at 500, 750 Hz):
+    the tick, not an event.' when the node's stalls show a tick rate. The lines are said as measured (to the
+    hertz): under a 1 kHz pattern the tick's own include 250 Hz (analysis.is_tick), no multiple of it."""
     if not node.tick_hz:
         return None
     seen = [c for c in node.cores if c.tick_lines]
-    harmonics = sorted({round(f / node.tick_hz) * node.tick_hz for c in seen for f in c.tick_lines} - {node.tick_hz})
+    lines = sorted({float(round(f)) for c in seen for f in c.tick_lines} - {float(round(node.tick_hz))})
     spectra = f"; its line on {len(seen)} of {len(node.cores)} core(s)" if seen else ""
-    more = f", with its harmonics at {', '.join(hz(h) for h in harmonics)} Hz" if harmonics else ""
+    more = f", with its lines at {', '.join(hz(h) for h in lines)} Hz" if lines else ""
     return (f"{node.node}: the kernel tick at {hz(node.tick_hz)} Hz ({every(node.tick_hz)}, measured from the "
             f"stalls{spectra}{more}): the tick, not an event.")
 
