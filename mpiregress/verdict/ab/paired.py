@@ -79,8 +79,8 @@ own pairs allow: each look's p is the larger of the pooled one and the exact Wil
 signed-rank test of its own pairs (:func:`signed_rank_p`, never below 2^-k). Its own
 residuals say nothing of the jitter's tail: on 32 real A/A MRs beside other jobs two such
 series (bandwidth, 4 pairs, B slower in each) were called at p 5e-05 from their own four
-residuals, where four signs can say 1/16. So such an MR needs about 8 pairs (one series:
-7; two: 8 in a fixed run, 12 over the looks 4, 6 ... 12) before it can fail, and its power
+residuals, where four signs can say 1/16. So such an MR needs 7-12 pairs before it can fail
+(one series: 7 in a fixed run, 10 over the looks 4, 6 ... 12; two: 8 and 12), and its power
 says so (infinite below that: "could have seen no effect here", so the run takes more pairs).
 
 The decision (Holm, and why not max-statistic)
@@ -432,7 +432,7 @@ class NullModel:
 
     hl: np.ndarray           # sorted HL estimates of k sign-flipped pool residuals
     noisy_scale: float       # own residual spread exceeded by chance in only 1 - noisy_quantile of draws
-    jitter: np.ndarray = field(default_factory=lambda: np.zeros(1))  # one pair's jitter: the pool, both signs, sorted
+    jitter: np.ndarray       # one pair's jitter: the pool with both signs, sorted (a thin series' power)
 
 
 def null_distribution(pool: np.ndarray, pairs: int, config: PairedConfig) -> NullModel:
@@ -554,7 +554,7 @@ class _Stats:
     p_down: float        # improving side, the same way
     looks: int
     noisy: bool
-    others: int = 0      # residuals of other series in its pool (fewer than min_pool: no bolder than its own signs)
+    others: int = 0      # other series' residuals in its pool (fewer than min_pool: no bolder than its signed ranks)
     own_p: Optional[float] = None   # a thin series' exact signed-rank p (hurting side, last look, before Holm)
 
     def thin(self, config: "PairedConfig") -> bool:
@@ -705,8 +705,7 @@ def _signed_rank_power(jitter: np.ndarray, pairs: int, tail: float, seed: int, d
     of them reach the test's critical value is found by bisection (the statistic only grows with the shift).
     Seeded: the same pool always gets the same power.
     """
-    ranks = np.arange(1, pairs + 1)
-    tail_of = np.cumsum(_signed_rank_null(2 * ranks)[::-1])[::-1][::2]   # P(statistic >= w), w whole
+    tail_of = np.cumsum(_signed_rank_null(np.arange(1, pairs + 1))[::-1])[::-1]   # P(statistic >= w)
     critical = int(np.argmax(tail_of <= tail)) if tail_of[-1] <= tail else None
     if critical is None:
         return math.inf
