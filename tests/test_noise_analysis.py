@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mpiregress.errors import InputError, NotAvailableError
-from mpiregress.families.noise import analysis, findings, fwqfile, placement, records, rtla
+from mpiregress.families.noise import analysis, findings, fwqfile, placement, records, recurrence, rtla
 from mpiregress.verdict import noise as verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,11 +29,13 @@ def pulse_train(iterations: int, quantum: int, every_ns: int, detour_ns: int, se
     return times.astype(np.uint32)
 
 
-def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: int = 10_000) -> bytes:
-    """An FWQ v1 file written with the reader's own dtypes (the C writer is tested in test_noise_fwq.py)."""
+def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: int = 10_000, version: int = 2,
+              timer_interrupts: int = fwqfile.UNKNOWN) -> bytes:
+    """An FWQ file written with the reader's own dtypes (the C writer is tested in test_noise_fwq.py); each
+    rank's timer interrupts ``timer_interrupts`` in version 2, none in version 1."""
     iterations = len(nodes[0][1][0])
     head = np.zeros(1, fwqfile.FILE_HEADER)
-    head["magic"], head["version"], head["nodes"] = fwqfile.MAGIC, 1, len(nodes)
+    head["magic"], head["version"], head["nodes"] = fwqfile.MAGIC, version, len(nodes)
     head["ranks"] = sum(len(r) for _, r in nodes)
     head["iterations"], head["quantum_target_ns"] = iterations, quantum
     chunks = [head.tobytes()]
@@ -43,9 +45,11 @@ def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: in
         nh["tag"], nh["ranks"], nh["name"] = b"NODE", len(ranks), name.encode()
         chunks.append(nh.tobytes())
         for cpu, times in enumerate(ranks):
-            rh = np.zeros(1, fwqfile.RANK_HEADER)
+            rh = np.zeros(1, fwqfile.RANK_HEADER if version == 2 else fwqfile.RANK_HEADER_V1)
             rh["rank"], rh["cpu_start"], rh["cpu_end"], rh["affinity_cpus"] = rank, cpu, cpu, 1
             rh["quantum_ns"] = quantum
+            if version == 2:
+                rh["timer_interrupts"] = timer_interrupts
             chunks += [rh.tobytes(), np.asarray(times, "<u4").tobytes()]
             rank += 1
         nt = np.zeros(1, fwqfile.NODE_TRAILER)
@@ -195,6 +199,21 @@ def test_reader_refuses_what_is_not_fwq(tmp_path: Path, content: bytes, message:
     (tmp_path / "x").write_bytes(content)
     with pytest.raises(InputError, match=message):
         fwqfile.read(tmp_path / "x")
+
+
+def test_reader_reads_both_versions_and_the_timer_count(tmp_path: Path) -> None:
+    """Version 1 (an older run's artifacts) reads with no count; version 2 with the count or, where the kernel
+    did not say, none; the same durations either way."""
+    quiet = pulse_train(100_000, 10_000, 10**12, 0)          # about 1 s of quanta
+    read = {}
+    for name, version, count in (("v1", 1, fwqfile.UNKNOWN), ("v2", 2, 251), ("v2-unknown", 2, fwqfile.UNKNOWN)):
+        write_fwq(tmp_path / f"{name}.fwq", [("n1", [quiet])], version=version, timer_interrupts=count)
+        read[name] = fwqfile.read(tmp_path / f"{name}.fwq").nodes[0].ranks[0]
+    assert read["v1"].timer_interrupts is None and read["v1"].timer_hz is None
+    seconds = float(quiet.sum()) / 1e9
+    assert read["v2"].timer_interrupts == 251 and read["v2"].timer_hz == pytest.approx(251 / seconds, rel=1e-9)
+    assert read["v2-unknown"].timer_interrupts is None
+    assert all(np.array_equal(r.times_ns, quiet) for r in read.values())
 
 
 def test_reader_refuses_unknown_version(tmp_path: Path) -> None:
@@ -573,7 +592,6 @@ def test_time_slices_handed_out_on_the_tick_make_no_period_at_a_tick_multiple() 
     """At normal priority the scheduler hands the core to other processes on the tick: stalls start on tick
     boundaries at random. Every multiple of the tick's period then holds stalls at one phase (the 125 Hz
     line of a control run); only a phase standing out from the tick's other phases is an event's."""
-    from mpiregress.families.noise import recurrence
 
     rng = np.random.default_rng(11)
     times = quiet_core(9).astype(np.int64)
@@ -595,7 +613,6 @@ def test_time_slices_handed_out_on_the_tick_make_no_period_at_a_tick_multiple() 
 def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
     """The host's 100 Hz timer and the 250 Hz tick repeat together every 20 ms: the stalls recur at 50 Hz
     too, but that period is theirs (the report's "50.0 Hz event on every core"), not a third source."""
-    from mpiregress.families.noise import recurrence
 
     times = inject(inject(quiet_core(12), 10_000_000, 300_000), 4_000_000, 3_000)
     data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times)
@@ -614,7 +631,6 @@ def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
 def test_a_daemon_on_the_ticks_time_slices_is_named_at_its_own_rate_not_at_the_beat() -> None:
     """Woken every 13 ms but run on the 4 ms tick's slices, a daemon's stalls repeat exactly every 52 ms (the
     least common multiple), a comb 19.2 Hz apart; its stalls recur every 13 ms in nearly every cycle."""
-    from mpiregress.families.noise import recurrence
 
     times = inject(inject(quiet_core(15), 13_000_000, 1_000_000), 4_000_000, 3_000)
     data = fwqfile.RankData(0, 0, False, True, 10_000, 0, times)
@@ -659,6 +675,43 @@ def test_a_tick_under_a_faster_hosts_pattern_is_still_the_tick() -> None:
     assert [(c.cpu, round(p.frequency_hz)) for c, p in findings.one_core_events(run)] == [(1, 73)], said
     assert [analysis.is_tick(f, 1000.0, 0.3) for f in (125.0, 250.0, 375.0, 750.0, 76.9, 37.04, 11.11, 4.0)] == \
         [True] * 4 + [False] * 4
+
+
+@pytest.mark.parametrize("counts, tick", [
+    ((251.0, 271.0), 250.0), ((1003.0,), 1000.0), ((101.0, 140.0), 100.0), ((302.0,), 300.0),
+    ((1.2, 251.0), None),        # a tickless core (nohz_full): no rate fits its count
+    ((None, None), None), ((), None), ((600.0,), None),
+])
+def test_the_counted_tick_is_the_fastest_rate_the_least_disturbed_core_reaches(
+        counts: tuple[float | None, ...], tick: float | None) -> None:
+    assert recurrence.counted_tick_hz(counts) == tick
+
+
+def test_a_counted_tick_lets_a_10_ms_source_be_named_under_a_1_khz_pattern() -> None:
+    """The local VM: the host's 1 kHz pattern, the kernel's 250 Hz tick, a 10 ms source on core 1 (the
+    source of test_noise_fwq.py). Measured from the stalls alone the tick is 1 kHz and 100 Hz one of its
+    rates, so the source is the tick (the documented price of is_tick); with the kernel's count of 250 timer
+    interrupts a second the tick is 250 Hz, the 1 kHz pattern is said to be no tick of this kernel, and the
+    source is named at 100 Hz on core 1 alone."""
+    host_and_guest = ((1_000_000, 3_000), (4_000_000, 20_000))
+    cores = [trains(quiet_core(31), host_and_guest),
+             trains(quiet_core(32), host_and_guest + ((10_000_000, 1_000_000),))]
+    seconds = [float(t.sum()) / 1e9 for t in cores]
+
+    def node(count: bool) -> analysis.NodeNoise:
+        ranks = tuple(fwqfile.RankData(r, r, False, True, 10_000, 0, t,
+                                       timer_interrupts=round(250 * seconds[r]) if count else None)
+                      for r, t in enumerate(cores))
+        return analysis.node_noise(fwqfile.NodeData(name="n1", ranks=ranks))
+
+    uncounted, counted = node(False), node(True)
+    assert (uncounted.tick_hz, uncounted.tick_counted) == (1000.0, False)
+    assert not [p for c in uncounted.cores for p in c.periods if abs(p.frequency_hz - 100) < 1]
+    assert (counted.tick_hz, counted.tick_counted, counted.faster_pattern_hz) == (250.0, True, 1000.0)
+    assert [(c.cpu, round(p.frequency_hz)) for c in counted.cores for p in c.periods] == [(1, 100)]
+    run = analysis.RunNoise(nodes=(counted,), quantum_target_ns=10_000, iterations=len(cores[0]), truncated=None)
+    [tick] = [s for s in findings.sentences(run) if s.startswith("n1: the kernel tick at 250 Hz")]
+    assert "250 timer interrupts a second" in tick and "1000 Hz" in tick and "not this kernel's tick" in tick, tick
 
 
 def test_the_nodes_tick_is_the_highest_rate_a_core_shows() -> None:

@@ -1,4 +1,4 @@
-/* On-disk format of an FWQ result file, version 1 (see README.md in this folder).
+/* On-disk format of an FWQ result file, version 2 (see README.md in this folder).
  *
  * Binary, little-endian, fixed-size records so that NumPy reads it with one
  * structured dtype per record and 128 ranks x 100k iterations stay ~51 MB a node.
@@ -10,7 +10,9 @@
 
 #include <stdint.h>
 
-#define FWQ_FORMAT_VERSION 1u
+#define FWQ_FORMAT_VERSION 2u
+/* timer_interrupts when the kernel did not say (no /proc/interrupts, no timer line, a migrated rank). */
+#define FWQ_UNKNOWN UINT64_MAX
 #define FWQ_NAME_LEN 64
 
 /* At offset 0, once per file. */
@@ -43,6 +45,10 @@ struct fwq_rank_header {
     uint64_t quantum_ns;          /* median duration of a quantum at calibration */
     uint64_t start_ns;            /* CLOCK_MONOTONIC at the first measured iteration */
     uint64_t end_ns;              /* CLOCK_MONOTONIC after the last one */
+    /* The kernel's local timer interrupts on cpu_start during the loop (/proc/interrupts "LOC" on x86,
+     * "arch_timer" on arm64), or FWQ_UNKNOWN: the node's own tick rate, which a hypervisor's faster
+     * pattern in the durations cannot be told from (version 2). */
+    uint64_t timer_interrupts;
 };
 
 /* Ends a node section; a section without it was cut short and is dropped. */
@@ -54,7 +60,7 @@ struct fwq_node_trailer {
 /* The reader's dtypes assume these sizes (no padding anywhere). */
 _Static_assert(sizeof(struct fwq_file_header) == 56, "file header is 56 bytes");
 _Static_assert(sizeof(struct fwq_node_header) == 72, "node header is 72 bytes");
-_Static_assert(sizeof(struct fwq_rank_header) == 48, "rank header is 48 bytes");
+_Static_assert(sizeof(struct fwq_rank_header) == 56, "rank header is 56 bytes");
 _Static_assert(sizeof(struct fwq_node_trailer) == 8, "node trailer is 8 bytes");
 
 #endif

@@ -1,4 +1,7 @@
-"""Reader of the FWQ result file, format version 1 (checks/src/fwq/fwq_format.h, README.md).
+"""Reader of the FWQ result file, format versions 1 and 2 (checks/src/fwq/fwq_format.h, README.md).
+
+Version 2 adds each rank's count of the kernel's timer interrupts; a version 1 file (an older run's
+artifacts) reads with that count unknown.
 
 A file cut short keeps every node whose section ends with its trailer; the first
 incomplete node is named in ``FwqRun.truncated`` so the caller can say which
@@ -16,7 +19,9 @@ import numpy as np
 from mpiregress.errors import InputError
 from mpiregress.model import inputs
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
+UNKNOWN = 2**64 - 1      # FWQ_UNKNOWN: the kernel did not say
 MAGIC = b"MPRFWQ\0\0"
 
 # Mirrors of the C structs (little-endian, no padding; sizes asserted in fwq_format.h).
@@ -25,10 +30,11 @@ FILE_HEADER = np.dtype([
     ("iterations", "<u8"), ("quantum_target_ns", "<u8"), ("timer_resolution_ns", "<u8"), ("reserved2", "<u8"),
 ])
 NODE_HEADER = np.dtype([("tag", "S4"), ("ranks", "<u4"), ("name", "S64")])
-RANK_HEADER = np.dtype([
+RANK_HEADER_V1 = np.dtype([
     ("rank", "<u4"), ("cpu_start", "<i4"), ("cpu_end", "<i4"), ("affinity_cpus", "<u4"),
     ("work_per_quantum", "<u8"), ("quantum_ns", "<u8"), ("start_ns", "<u8"), ("end_ns", "<u8"),
 ])
+RANK_HEADER = np.dtype(RANK_HEADER_V1.descr + [("timer_interrupts", "<u8")])
 NODE_TRAILER = np.dtype([("tag", "S4"), ("ranks", "<u4")])
 
 
@@ -43,6 +49,14 @@ class RankData:
     quantum_ns: int         # calibrated duration of one quantum
     start_ns: int
     times_ns: np.ndarray    # uint32, one per iteration
+    # The kernel's timer interrupts on the rank's CPU during the loop; None when the file or kernel did not say.
+    timer_interrupts: int | None = None
+
+    @property
+    def timer_hz(self) -> float | None:
+        """The kernel's timer interrupts a second on the rank's core while FWQ kept it busy (its tick)."""
+        seconds = float(np.sum(self.times_ns, dtype=np.float64)) / 1e9
+        return self.timer_interrupts / seconds if self.timer_interrupts is not None and seconds > 0 else None
 
     def start_times_ns(self) -> np.ndarray:
         """Start of each iteration relative to the first (iterations are back to back)."""
@@ -77,6 +91,12 @@ def _record(buffer: memoryview, offset: int, dtype: np.dtype) -> np.void | None:
     return np.frombuffer(buffer, dtype=dtype, count=1, offset=offset)[0]
 
 
+def _counted(rank_head: np.void) -> int | None:
+    names = rank_head.dtype.names or ()
+    count = int(rank_head["timer_interrupts"]) if "timer_interrupts" in names else UNKNOWN
+    return None if count == UNKNOWN else count
+
+
 def read(path: Path) -> FwqRun:
     """Read an FWQ file; raise InputError when it is not one or holds no complete node."""
     path = Path(path)
@@ -92,9 +112,11 @@ def read(path: Path) -> FwqRun:
     head = _record(buffer, 0, FILE_HEADER)
     if head is None or bytes(head["magic"]).ljust(8, b"\0") != MAGIC:
         raise InputError(f"{path} is not an FWQ result file (no MPRFWQ header)")
-    if int(head["version"]) != FORMAT_VERSION:
-        raise InputError(f"{path} is FWQ format version {int(head['version'])}; this reader knows version "
-                         f"{FORMAT_VERSION}")
+    version = int(head["version"])
+    if version not in KNOWN_VERSIONS:
+        raise InputError(f"{path} is FWQ format version {version}; this reader knows versions "
+                         f"{', '.join(map(str, KNOWN_VERSIONS))}")
+    rank_header = RANK_HEADER if version == 2 else RANK_HEADER_V1
     iterations = int(head["iterations"])
     expected = int(head["nodes"])
     if iterations == 0 or expected == 0:
@@ -115,18 +137,18 @@ def read(path: Path) -> FwqRun:
         ranks: list[RankData] = []
         complete = True
         for _ in range(int(node_head["ranks"])):
-            rank_head = _record(buffer, offset, RANK_HEADER)
-            if rank_head is None or offset + RANK_HEADER.itemsize + times_bytes > len(buffer):
+            rank_head = _record(buffer, offset, rank_header)
+            if rank_head is None or offset + rank_header.itemsize + times_bytes > len(buffer):
                 complete = False
                 break
-            offset += RANK_HEADER.itemsize
+            offset += rank_header.itemsize
             times = np.frombuffer(buffer, dtype="<u4", count=iterations, offset=offset)
             offset += times_bytes
             ranks.append(RankData(
                 rank=int(rank_head["rank"]), cpu=int(rank_head["cpu_start"]),
                 migrated=int(rank_head["cpu_start"]) != int(rank_head["cpu_end"]),
                 bound=int(rank_head["affinity_cpus"]) == 1, quantum_ns=int(rank_head["quantum_ns"]),
-                start_ns=int(rank_head["start_ns"]), times_ns=times))
+                start_ns=int(rank_head["start_ns"]), times_ns=times, timer_interrupts=_counted(rank_head)))
         trailer = _record(buffer, offset, NODE_TRAILER) if complete else None
         if trailer is None or bytes(trailer["tag"]) != b"DONE":
             truncated = f"node {name} (section {index + 1} of {expected}) was cut short"
