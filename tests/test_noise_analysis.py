@@ -30,9 +30,9 @@ def pulse_train(iterations: int, quantum: int, every_ns: int, detour_ns: int, se
 
 
 def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: int = 10_000, version: int = 2,
-              timer_interrupts: int = fwqfile.UNKNOWN) -> bytes:
+              jiffy_ns: int = fwqfile.UNKNOWN) -> bytes:
     """An FWQ file written with the reader's own dtypes (the C writer is tested in test_noise_fwq.py); each
-    rank's timer interrupts ``timer_interrupts`` in version 2, none in version 1."""
+    rank's kernel jiffy ``jiffy_ns`` in version 2, none in version 1."""
     iterations = len(nodes[0][1][0])
     head = np.zeros(1, fwqfile.FILE_HEADER)
     head["magic"], head["version"], head["nodes"] = fwqfile.MAGIC, version, len(nodes)
@@ -49,7 +49,7 @@ def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: in
             rh["rank"], rh["cpu_start"], rh["cpu_end"], rh["affinity_cpus"] = rank, cpu, cpu, 1
             rh["quantum_ns"] = quantum
             if version == 2:
-                rh["timer_interrupts"] = timer_interrupts
+                rh["jiffy_ns"] = jiffy_ns
             chunks += [rh.tobytes(), np.asarray(times, "<u4").tobytes()]
             rank += 1
         nt = np.zeros(1, fwqfile.NODE_TRAILER)
@@ -201,18 +201,17 @@ def test_reader_refuses_what_is_not_fwq(tmp_path: Path, content: bytes, message:
         fwqfile.read(tmp_path / "x")
 
 
-def test_reader_reads_both_versions_and_the_timer_count(tmp_path: Path) -> None:
-    """Version 1 (an older run's artifacts) reads with no count; version 2 with the count or, where the kernel
-    did not say, none; the same durations either way."""
-    quiet = pulse_train(100_000, 10_000, 10**12, 0)          # about 1 s of quanta
+def test_reader_reads_both_versions_and_the_kernels_tick(tmp_path: Path) -> None:
+    """Version 1 (an older run's artifacts) reads with no tick; version 2 with the kernel's jiffy or, where the
+    kernel did not say, none; the same durations either way."""
+    quiet = pulse_train(1000, 10_000, 10**12, 0)
     read = {}
-    for name, version, count in (("v1", 1, fwqfile.UNKNOWN), ("v2", 2, 251), ("v2-unknown", 2, fwqfile.UNKNOWN)):
-        write_fwq(tmp_path / f"{name}.fwq", [("n1", [quiet])], version=version, timer_interrupts=count)
+    for name, version, jiffy in (("v1", 1, fwqfile.UNKNOWN), ("v2", 2, 4_000_000), ("v2-unknown", 2, fwqfile.UNKNOWN)):
+        write_fwq(tmp_path / f"{name}.fwq", [("n1", [quiet])], version=version, jiffy_ns=jiffy)
         read[name] = fwqfile.read(tmp_path / f"{name}.fwq").nodes[0].ranks[0]
-    assert read["v1"].timer_interrupts is None and read["v1"].timer_hz is None
-    seconds = float(quiet.sum()) / 1e9
-    assert read["v2"].timer_interrupts == 251 and read["v2"].timer_hz == pytest.approx(251 / seconds, rel=1e-9)
-    assert read["v2-unknown"].timer_interrupts is None
+    assert read["v1"].jiffy_ns is None and read["v1"].kernel_hz is None
+    assert read["v2"].jiffy_ns == 4_000_000 and read["v2"].kernel_hz == 250.0
+    assert read["v2-unknown"].kernel_hz is None
     assert all(np.array_equal(r.times_ns, quiet) for r in read.values())
 
 
@@ -677,41 +676,28 @@ def test_a_tick_under_a_faster_hosts_pattern_is_still_the_tick() -> None:
         [True] * 4 + [False] * 4
 
 
-@pytest.mark.parametrize("counts, tick", [
-    ((251.0, 271.0), 250.0), ((1003.0,), 1000.0), ((101.0, 140.0), 100.0), ((302.0,), 300.0),
-    ((1.2, 251.0), None),        # a tickless core (nohz_full): no rate fits its count
-    ((None, None), None), ((), None), ((600.0,), None),
-])
-def test_the_counted_tick_is_the_fastest_rate_the_least_disturbed_core_reaches(
-        counts: tuple[float | None, ...], tick: float | None) -> None:
-    assert recurrence.counted_tick_hz(counts) == tick
-
-
-def test_a_counted_tick_lets_a_10_ms_source_be_named_under_a_1_khz_pattern() -> None:
+def test_the_kernels_tick_lets_a_10_ms_source_be_named_under_a_1_khz_pattern() -> None:
     """The local VM: the host's 1 kHz pattern, the kernel's 250 Hz tick, a 10 ms source on core 1 (the
     source of test_noise_fwq.py). Measured from the stalls alone the tick is 1 kHz and 100 Hz one of its
-    rates, so the source is the tick (the documented price of is_tick); with the kernel's count of 250 timer
-    interrupts a second the tick is 250 Hz, the 1 kHz pattern is said to be no tick of this kernel, and the
-    source is named at 100 Hz on core 1 alone."""
+    rates, so the source is the tick (the documented price of is_tick); with the kernel's 4 ms jiffy the tick
+    is 250 Hz, the 1 kHz pattern is said to be no tick of this kernel, and the source is named at 100 Hz on
+    core 1 alone."""
     host_and_guest = ((1_000_000, 3_000), (4_000_000, 20_000))
     cores = [trains(quiet_core(31), host_and_guest),
              trains(quiet_core(32), host_and_guest + ((10_000_000, 1_000_000),))]
-    seconds = [float(t.sum()) / 1e9 for t in cores]
 
-    def node(count: bool) -> analysis.NodeNoise:
-        ranks = tuple(fwqfile.RankData(r, r, False, True, 10_000, 0, t,
-                                       timer_interrupts=round(250 * seconds[r]) if count else None)
-                      for r, t in enumerate(cores))
+    def node(jiffy_ns: int | None) -> analysis.NodeNoise:
+        ranks = tuple(fwqfile.RankData(r, r, False, True, 10_000, 0, t, jiffy_ns=jiffy_ns) for r, t in enumerate(cores))
         return analysis.node_noise(fwqfile.NodeData(name="n1", ranks=ranks))
 
-    uncounted, counted = node(False), node(True)
-    assert (uncounted.tick_hz, uncounted.tick_counted) == (1000.0, False)
-    assert not [p for c in uncounted.cores for p in c.periods if abs(p.frequency_hz - 100) < 1]
-    assert (counted.tick_hz, counted.tick_counted, counted.faster_pattern_hz) == (250.0, True, 1000.0)
-    assert [(c.cpu, round(p.frequency_hz)) for c in counted.cores for p in c.periods] == [(1, 100)]
-    run = analysis.RunNoise(nodes=(counted,), quantum_target_ns=10_000, iterations=len(cores[0]), truncated=None)
+    measured, said = node(None), node(4_000_000)
+    assert (measured.tick_hz, measured.tick_from_kernel) == (1000.0, False)
+    assert not [p for c in measured.cores for p in c.periods if abs(p.frequency_hz - 100) < 1]
+    assert (said.tick_hz, said.tick_from_kernel, said.faster_pattern_hz) == (250.0, True, 1000.0)
+    assert [(c.cpu, round(p.frequency_hz)) for c in said.cores for p in c.periods] == [(1, 100)]
+    run = analysis.RunNoise(nodes=(said,), quantum_target_ns=10_000, iterations=len(cores[0]), truncated=None)
     [tick] = [s for s in findings.sentences(run) if s.startswith("n1: the kernel tick at 250 Hz")]
-    assert "250 timer interrupts a second" in tick and "1000 Hz" in tick and "not this kernel's tick" in tick, tick
+    assert "the kernel's own" in tick and "also recur at 1000 Hz, which is not this kernel's tick" in tick, tick
 
 
 def test_the_nodes_tick_is_the_highest_rate_a_core_shows() -> None:

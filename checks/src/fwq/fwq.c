@@ -54,34 +54,16 @@ static void work(uint64_t n)
     sink = x;
 }
 
-/* The kernel's local timer interrupts so far on `cpu`, from /proc/interrupts (the "LOC" line on x86, the
- * "arch_timer" one on arm64; columns named CPU<n> in its first line), or FWQ_UNKNOWN. */
-static uint64_t timer_interrupts(int cpu)
+/* The kernel's jiffy (ns): CLOCK_MONOTONIC_COARSE advances once a tick, and its resolution says by how
+ * much (unprivileged, unlike CONFIG_HZ in /proc/timer_list or /boot). FWQ_UNKNOWN where it does not. */
+static uint64_t jiffy_ns(void)
 {
-    FILE *f = fopen("/proc/interrupts", "r");
-    if (!f || cpu < 0) { if (f) fclose(f); return FWQ_UNKNOWN; }
-    char line[8192];
-    int column = -1, index = 0;
-    if (fgets(line, sizeof line, f)) {
-        for (char *tok = strtok(line, " \t\n"); tok; tok = strtok(NULL, " \t\n"), index++)
-            if (strncmp(tok, "CPU", 3) == 0 && atoi(tok + 3) == cpu) column = index;
-    }
-    uint64_t count = FWQ_UNKNOWN;
-    while (column >= 0 && count == FWQ_UNKNOWN && fgets(line, sizeof line, f)) {
-        char *p = line;
-        while (*p == ' ') p++;
-        if (strncmp(p, "LOC:", 4) != 0 && !strstr(p, "arch_timer")) continue;
-        p = strchr(p, ':') + 1;
-        for (int i = 0; i <= column; i++) {
-            char *end;
-            unsigned long long v = strtoull(p, &end, 10);
-            if (end == p) break;
-            if (i == column) count = (uint64_t)v;
-            p = end;
-        }
-    }
-    fclose(f);
-    return count;
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && (res.tv_sec || res.tv_nsec))
+        return (uint64_t)res.tv_sec * 1000000000ull + (uint64_t)res.tv_nsec;
+#endif
+    return FWQ_UNKNOWN;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -306,7 +288,6 @@ int main(int argc, char **argv)
     /* Back-to-back timestamps: iteration i starts where i-1 ended, so start times are
      * start_ns + the sum of earlier durations, and nothing between iterations is unseen. */
     head.cpu_start = sched_getcpu();
-    uint64_t timer_before = timer_interrupts(head.cpu_start);
     uint64_t t0 = now_ns();
     head.start_ns = t0;
     for (uint64_t i = 0; i < iterations; i++) {
@@ -318,9 +299,7 @@ int main(int argc, char **argv)
     }
     head.end_ns = t0;
     head.cpu_end = sched_getcpu();
-    uint64_t timer_after = timer_interrupts(head.cpu_start);
-    head.timer_interrupts = timer_before == FWQ_UNKNOWN || timer_after == FWQ_UNKNOWN || timer_after < timer_before
-                            || head.cpu_end != head.cpu_start ? FWQ_UNKNOWN : timer_after - timer_before;
+    head.jiffy_ns = jiffy_ns();
 
     /* Rank 0 writes node after node and flushes each: if the run dies while
      * gathering, the nodes already written stay readable. */

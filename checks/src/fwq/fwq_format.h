@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define FWQ_FORMAT_VERSION 2u
-/* timer_interrupts when the kernel did not say (no /proc/interrupts, no timer line, a migrated rank). */
+/* jiffy_ns when the kernel did not say. */
 #define FWQ_UNKNOWN UINT64_MAX
 #define FWQ_NAME_LEN 64
 
@@ -45,10 +45,10 @@ struct fwq_rank_header {
     uint64_t quantum_ns;          /* median duration of a quantum at calibration */
     uint64_t start_ns;            /* CLOCK_MONOTONIC at the first measured iteration */
     uint64_t end_ns;              /* CLOCK_MONOTONIC after the last one */
-    /* The kernel's local timer interrupts on cpu_start during the loop (/proc/interrupts "LOC" on x86,
-     * "arch_timer" on arm64), or FWQ_UNKNOWN: the node's own tick rate, which a hypervisor's faster
-     * pattern in the durations cannot be told from (version 2). */
-    uint64_t timer_interrupts;
+    /* The kernel's jiffy, 1/CONFIG_HZ (clock_getres of CLOCK_MONOTONIC_COARSE, which ticks with it), or
+     * FWQ_UNKNOWN: the node's own tick, which the durations cannot always tell from a hypervisor's faster
+     * pattern (version 2). */
+    uint64_t jiffy_ns;
 };
 
 /* Ends a node section; a section without it was cut short and is dropped. */

@@ -131,11 +131,10 @@ class CoreNoise:
     # Every line of the spectrum standing HARMONIC_PROMINENCE high, reported or not (Hz): where
     # another core's event is looked for (findings.shows).
     lines: tuple[float, ...] = field(default=(), repr=False, compare=False)
-    # The kernel tick's rate on the node (recurrence.counted_tick_hz, else recurrence.tick_hz), whether the
-    # kernel's timer interrupts gave it, and the tick's lines the spectrum had on this core (the rate and its
-    # harmonics: the tick, not events).
+    # The kernel tick's rate on the node (the kernel's own, else recurrence.tick_hz), whether the kernel said
+    # it, and the tick's lines the spectrum had on this core (the rate and its harmonics: the tick, not events).
     tick_hz: float | None = None
-    tick_counted: bool = False
+    tick_from_kernel: bool = False
     tick_lines: tuple[float, ...] = ()
     # Lines the spectrum had whose stalls do not recur at them in the time domain: no period.
     unconfirmed: tuple[float, ...] = ()
@@ -155,12 +154,10 @@ class NodeNoise:
     iterations: int
     cores: tuple[CoreNoise, ...]
     tick_hz: float | None = None
-    tick_counted: bool = False
-    # The fastest rate its cores' stalls hold (recurrence.tick_hz) where a counted tick is slower: not this
+    tick_from_kernel: bool = False
+    # The fastest rate its cores' stalls hold (recurrence.tick_hz) where the kernel's tick is slower: not this
     # kernel's tick (a hypervisor's or the firmware's pattern).
     faster_pattern_hz: float | None = None
-    # The kernel's timer interrupts a second on its least-disturbed busy core (None: not counted).
-    timer_hz: float | None = None
 
     @property
     def max_detour_us(self) -> float:
@@ -568,21 +565,21 @@ def rank_spectrum(data: RankData) -> RankSpectrum:
     return freqs, power, spectral_lines(*sought) if len(sought[0]) >= 3 else []
 
 
-def is_tick(frequency: float, tick: float | None, bin_hz: float, counted: bool = False) -> bool:
+def is_tick(frequency: float, tick: float | None, bin_hz: float, from_kernel: bool = False) -> bool:
     """Is ``frequency`` the kernel tick or one of its harmonics up to MAX_FREQUENCY_HZ (within a bin or 1 %), or
-    of half the tick from 250 Hz? For a tick measured from the stalls (not ``counted``), also a harmonic of a
-    kernel tick rate the measured one is a whole multiple of, or of half the slowest such rate.
+    of half the tick from 250 Hz? For a tick measured from the stalls (not ``from_kernel``), also a harmonic of
+    a kernel tick rate the measured one is a whole multiple of, or of half the slowest such rate.
 
     Why the rates below it: stalls on a 1 kHz pattern hold every rate that divides 1000 at one phase too, so
     the measured tick is the highest (recurrence.tick_hz) and cannot tell a 250 Hz tick under it. On the local
     VM both are there: its kernel ticks at 250 Hz (251 jiffies a second in /proc/timer_list, 2026-11-27) while
     its cores' stalls show 1 kHz in about half of the loaded runs (the host's), and those runs named the guest's
     own tick, 250 and 750 Hz, as events (4 of 25 FWQ runs, 2 of 10 controls, benchmarks/noise_injected.py).
-    The price: a 10 ms daemon is the tick under such a pattern. A counted tick (FWQ format 2) pays none.
+    The price: a 10 ms daemon is the tick under such a pattern. The kernel's own tick (FWQ format 2) pays none.
     """
     if not tick:
         return False
-    rates = [tick] + ([] if counted else [r for r in recurrence.TICK_RATES if r < tick and tick % r == 0])
+    rates = [tick] + ([] if from_kernel else [r for r in recurrence.TICK_RATES if r < tick and tick % r == 0])
     # Half the slowest of them from 250 Hz up: the scheduler acting on every other tick (its slices of two
     # ticks) puts lines at odd multiples of 125 Hz (125, 375 Hz were named so too).
     slowest = min((r for r in rates if r >= 250), default=None)
@@ -594,7 +591,8 @@ def is_tick(frequency: float, tick: float | None, bin_hz: float, counted: bool =
     return False
 
 
-def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: float | None, counted: bool = False
+def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: float | None,
+              from_kernel: bool = False
               ) -> tuple[tuple[Period, ...], tuple[float, ...], tuple[float, ...]]:
     """(periods the time domain confirms, the tick's lines, the lines refused) of the spectrum's ``found``.
 
@@ -605,11 +603,11 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
     ticks: list[float] = []
     refused: list[float] = []
     for p in found:
-        if is_tick(p.frequency_hz, tick, bin_hz, counted):
+        if is_tick(p.frequency_hz, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)
             continue
         frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick, p.lines)
-        if share and is_tick(frequency, tick, bin_hz, counted):
+        if share and is_tick(frequency, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)       # a subharmonic line whose stalls recur at the tick
             continue
         if not share:
@@ -655,13 +653,14 @@ def _multiple(g: float, f: float) -> bool:
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
                min_prominence: float = DEFAULT_MIN_PROMINENCE,
                others: Sequence[Sequence[float]] = (), measured: RankSpectrum | None = None,
-               stalls: Stalls | None = None, tick: float | None = None, tick_counted: bool = False) -> CoreNoise:
+               stalls: Stalls | None = None, tick: float | None = None, tick_from_kernel: bool = False
+               ) -> CoreNoise:
     """Losses and periodic events of one rank's core.
 
     ``others``: the spectral lines (Hz) of each other core of its node; a line every one of them has
     too is the host's, no comb's own line (``borrowed_combs``). ``measured``: ``rank_spectrum(data)``
     when the caller has it already (node_noise needs every core's lines first). ``stalls``, ``tick`` and
-    ``tick_counted``: the core's stalls and the node's tick (node_noise), else measured on this core alone.
+    ``tick_from_kernel``: the core's stalls and the node's tick (node_noise), else found for this core alone.
     """
     times = data.times_ns.astype(np.float64)
     nominal = float(np.median(times))
@@ -675,9 +674,9 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     if stalls is None:
         stalls = recurrence.stalls_over(data, threshold_fraction)
         if not tick:
-            tick, tick_counted = node_tick([data], [stalls])[:2]
+            tick, tick_from_kernel = node_tick([data], [stalls])[:2]
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
-    periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick, tick_counted)
+    periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick, tick_from_kernel)
     periods = folded_periods(stalls, len(times) * nominal, tick, periods)
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
@@ -687,26 +686,22 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
         periods=periods, spectrum=(freqs, power), lines=tuple(f for f, _, _ in lines),
-        tick_hz=tick, tick_counted=tick_counted, tick_lines=tick_lines, unconfirmed=refused,
+        tick_hz=tick, tick_from_kernel=tick_from_kernel, tick_lines=tick_lines, unconfirmed=refused,
         long_stalls=tuple(stalls.at_least(recurrence.LONG_STALL_NS / 1e3).listed()), stalls=stalls)
 
 
-def node_tick(ranks: Sequence[RankData], stalls: Sequence[Stalls]
-              ) -> tuple[float | None, bool, float | None, float | None]:
-    """(the node's kernel tick, whether its timer interrupts gave it, a faster rate its stalls hold, the
-    least-disturbed core's timer interrupts a second).
+def node_tick(ranks: Sequence[RankData], stalls: Sequence[Stalls]) -> tuple[float | None, bool, float | None]:
+    """(the node's kernel tick, whether the kernel said it, a faster rate its stalls hold).
 
-    Counted (FWQ format 2) when the kernel said; else the highest rate any core's stalls show: a core whose
-    tick is hidden under load can still show the host's 100 Hz timer, which is no tick where another core
-    shows 250 Hz. The stalls' rate is kept beside a slower count: the local VM's cores stall on the host's
-    1 kHz pattern while its kernel ticks at 250 Hz."""
+    The kernel's own (its jiffy, FWQ format 2) where it said; else the highest rate any core's stalls show:
+    a core whose tick is hidden under load can still show the host's 100 Hz timer, which is no tick where
+    another core shows 250 Hz. The stalls' rate is kept beside a slower kernel tick: the local VM's cores
+    stall on the host's 1 kHz pattern while its kernel ticks at 250 Hz."""
     shown = max((t for t in (recurrence.tick_hz(s) for s in stalls) if t), default=None)
-    rates = [r.timer_hz for r in ranks if r.timer_hz is not None]
-    least = min(rates) if rates else None
-    counted = recurrence.counted_tick_hz(rates)
-    if counted is None:
-        return shown, False, None, least
-    return counted, True, shown if shown and shown > counted else None, least
+    kernel = max((r.kernel_hz for r in ranks if r.kernel_hz), default=None)
+    if kernel is None:
+        return shown, False, None
+    return kernel, True, shown if shown and shown > kernel * 1.01 else None
 
 
 def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
@@ -716,10 +711,10 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
     measured = [rank_spectrum(r) for r in node.ranks]
     lines = [[f for f, _, _ in m[2]] for m in measured]
     stalls = [recurrence.stalls_over(r, threshold_fraction) for r in node.ranks]
-    tick, counted, faster, timer_hz = node_tick(node.ranks, stalls)
+    tick, from_kernel, faster = node_tick(node.ranks, stalls)
     cores = tuple(core_noise(node.name, r, threshold_fraction, min_prominence,
                              others=[other for j, other in enumerate(lines) if j != i], measured=measured[i],
-                             stalls=stalls[i], tick=tick, tick_counted=counted)
+                             stalls=stalls[i], tick=tick, tick_from_kernel=from_kernel)
                   for i, r in enumerate(node.ranks))
     # The least-common-multiple rule of ``confirmed`` across the node: the host's 100 Hz timer may be one core's
     # period and only a line on another, whose 50 Hz comb is that timer and the tick together.
@@ -729,7 +724,7 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
         p.frequency_hz for p in c.periods if sum(1 for g in everywhere if _multiple(g, p.frequency_hz)) >= 2))
         for c in cores)
     return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores,
-                     tick_hz=tick, tick_counted=counted, faster_pattern_hz=faster, timer_hz=timer_hz)
+                     tick_hz=tick, tick_from_kernel=from_kernel, faster_pattern_hz=faster)
 
 
 def analyse(run: FwqRun, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,

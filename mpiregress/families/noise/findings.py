@@ -134,17 +134,16 @@ def host_periods(cores: list[CoreNoise]) -> list[tuple[Period, float]]:
 
 
 def tick_sentence(node: NodeNoise) -> str | None:
-    """'node1: the kernel tick at 250 Hz (every 4 ms, 251 timer interrupts a second counted on its
-    least-disturbed core; its line on 2 of 2 core(s), with its lines at 500, 750 Hz): the tick, not an event.'
-    when the node's tick is known, counted or measured from the stalls; a faster pattern the stalls hold
-    beside a counted tick is said to be no tick of this kernel. The lines are said as measured (to the hertz):
-    under a 1 kHz pattern the tick's own include 250 Hz (analysis.is_tick), no multiple of it."""
+    """'node1: the kernel tick at 250 Hz (every 4 ms, the kernel's own; its line on 2 of 2 core(s), with its
+    lines at 500, 750 Hz): the tick, not an event.' when the node's tick is known, from the kernel or measured
+    from the stalls; a faster pattern the stalls hold beside the kernel's tick is said to be no tick of it.
+    The lines are said as measured (to the hertz): under a 1 kHz pattern the tick's own include 250 Hz
+    (analysis.is_tick), no multiple of it."""
     if not node.tick_hz:
         return None
     seen = [c for c in node.cores if c.tick_lines]
     lines = sorted({float(round(f)) for c in seen for f in c.tick_lines} - {float(round(node.tick_hz))})
-    how = (f"{node.timer_hz:.0f} timer interrupts a second counted on its least-disturbed core"
-           if node.tick_counted and node.timer_hz else "measured from the stalls")
+    how = "the kernel's own" if node.tick_from_kernel else "measured from the stalls"
     spectra = f"; its line on {len(seen)} of {len(node.cores)} core(s)" if seen else ""
     more = f", with its lines at {', '.join(hz(h) for h in lines)} Hz" if lines else ""
     faster = (f"; its cores' stalls also recur at {hz(node.faster_pattern_hz)} Hz, which is not this kernel's "

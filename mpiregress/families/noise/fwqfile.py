@@ -1,7 +1,7 @@
 """Reader of the FWQ result file, format versions 1 and 2 (checks/src/fwq/fwq_format.h, README.md).
 
-Version 2 adds each rank's count of the kernel's timer interrupts; a version 1 file (an older run's
-artifacts) reads with that count unknown.
+Version 2 adds the kernel's jiffy (1/CONFIG_HZ) to each rank; a version 1 file (an older run's artifacts)
+reads with it unknown.
 
 A file cut short keeps every node whose section ends with its trailer; the first
 incomplete node is named in ``FwqRun.truncated`` so the caller can say which
@@ -34,7 +34,7 @@ RANK_HEADER_V1 = np.dtype([
     ("rank", "<u4"), ("cpu_start", "<i4"), ("cpu_end", "<i4"), ("affinity_cpus", "<u4"),
     ("work_per_quantum", "<u8"), ("quantum_ns", "<u8"), ("start_ns", "<u8"), ("end_ns", "<u8"),
 ])
-RANK_HEADER = np.dtype(RANK_HEADER_V1.descr + [("timer_interrupts", "<u8")])
+RANK_HEADER = np.dtype(RANK_HEADER_V1.descr + [("jiffy_ns", "<u8")])
 NODE_TRAILER = np.dtype([("tag", "S4"), ("ranks", "<u4")])
 
 
@@ -49,14 +49,13 @@ class RankData:
     quantum_ns: int         # calibrated duration of one quantum
     start_ns: int
     times_ns: np.ndarray    # uint32, one per iteration
-    # The kernel's timer interrupts on the rank's CPU during the loop; None when the file or kernel did not say.
-    timer_interrupts: int | None = None
+    # The kernel's jiffy (1/CONFIG_HZ) on the rank's node; None when the file or the kernel did not say.
+    jiffy_ns: int | None = None
 
     @property
-    def timer_hz(self) -> float | None:
-        """The kernel's timer interrupts a second on the rank's core while FWQ kept it busy (its tick)."""
-        seconds = float(np.sum(self.times_ns, dtype=np.float64)) / 1e9
-        return self.timer_interrupts / seconds if self.timer_interrupts is not None and seconds > 0 else None
+    def kernel_hz(self) -> float | None:
+        """The kernel's configured tick rate (CONFIG_HZ), from its jiffy."""
+        return 1e9 / self.jiffy_ns if self.jiffy_ns else None
 
     def start_times_ns(self) -> np.ndarray:
         """Start of each iteration relative to the first (iterations are back to back)."""
@@ -91,10 +90,10 @@ def _record(buffer: memoryview, offset: int, dtype: np.dtype) -> np.void | None:
     return np.frombuffer(buffer, dtype=dtype, count=1, offset=offset)[0]
 
 
-def _counted(rank_head: np.void) -> int | None:
+def _jiffy(rank_head: np.void) -> int | None:
     names = rank_head.dtype.names or ()
-    count = int(rank_head["timer_interrupts"]) if "timer_interrupts" in names else UNKNOWN
-    return None if count == UNKNOWN else count
+    jiffy = int(rank_head["jiffy_ns"]) if "jiffy_ns" in names else UNKNOWN
+    return None if jiffy in (0, UNKNOWN) else jiffy
 
 
 def read(path: Path) -> FwqRun:
@@ -148,7 +147,7 @@ def read(path: Path) -> FwqRun:
                 rank=int(rank_head["rank"]), cpu=int(rank_head["cpu_start"]),
                 migrated=int(rank_head["cpu_start"]) != int(rank_head["cpu_end"]),
                 bound=int(rank_head["affinity_cpus"]) == 1, quantum_ns=int(rank_head["quantum_ns"]),
-                start_ns=int(rank_head["start_ns"]), times_ns=times, timer_interrupts=_counted(rank_head)))
+                start_ns=int(rank_head["start_ns"]), times_ns=times, jiffy_ns=_jiffy(rank_head)))
         trailer = _record(buffer, offset, NODE_TRAILER) if complete else None
         if trailer is None or bytes(trailer["tag"]) != b"DONE":
             truncated = f"node {name} (section {index + 1} of {expected}) was cut short"

@@ -8,11 +8,10 @@ stall in most cycles (``MIN_HIT_SHARE``), clearly more often than a phase taken 
 (``MIN_CONTRAST``). The interval is refined here, within a spectral bin of the line's frequency:
 over hundreds of cycles a bin's error would smear the phase.
 
-The kernel tick's rate is counted where the node says it: FWQ (format 2) counts its core's timer
-interrupts (``counted_tick_hz``). Where it did not, the same test measures it: the tick interrupts a busy
-core on every jiffy, so the tick's own interval (1/CONFIG_HZ) is the shortest of the usual rates at which
-every cycle holds a detour (``tick_hz``). Under a hypervisor that test can find the host's faster pattern
-instead (1 kHz under the local VM's 250 Hz tick), which is why a count wins.
+Where the kernel said its tick (FWQ format 2 records its jiffy) that is the tick. Where it did not, the
+same test measures it: the tick interrupts a busy core on every jiffy, so the tick's own interval
+(1/CONFIG_HZ) is the shortest of the usual rates at which every cycle holds a detour (``tick_hz``). Under a
+hypervisor that test can find the host's faster pattern instead (1 kHz under the local VM's 250 Hz kernel).
 """
 from __future__ import annotations
 
@@ -63,11 +62,6 @@ TICK_TOLERANCE_NS = 150_000
 # 10 ms timer is no 100 Hz tick).
 TICK_MAX_US = 50.0
 TICK_SHORT_CONTRAST = 0.1
-# A busy core's timer interrupts a second are its tick and a few hrtimers more (the local VM: 251 and 271 at
-# 250 Hz, 2026-11-27): the tick is the fastest rate at most this much above the least-disturbed core's count,
-# and no rate is the tick when the count exceeds it by more (a tickless core's, nohz_full, is near 1).
-TICK_COUNT_SLACK = 0.02
-TICK_COUNT_EXTRA = 0.25
 # A stall: consecutive iterations over the detour threshold, merged when closer than this.
 MERGE_NS = 100_000
 # Stalls this long or longer are listed by time when a core has stalls but no period.
@@ -309,18 +303,6 @@ def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
         if higher >= share - MULTIPLE_SLACK:
             best = (f, higher)
     return best
-
-
-def counted_tick_hz(timer_hz: Sequence[float | None]) -> float | None:
-    """The kernel tick's rate from the timer interrupts a second FWQ counted on each busy core of a node
-    (``fwqfile.RankData.timer_hz``): the fastest of TICK_RATES the least-disturbed core's count reaches,
-    when that count is not far above it; None when no core was counted or none fits."""
-    counts = [c for c in timer_hz if c is not None and c > 0]
-    if not counts:
-        return None
-    least = min(counts)
-    rate = max((r for r in TICK_RATES if r <= least * (1 + TICK_COUNT_SLACK)), default=None)
-    return rate if rate and least <= rate * (1 + TICK_COUNT_EXTRA) else None
 
 
 def tick_hz(stalls: Stalls) -> float | None:
