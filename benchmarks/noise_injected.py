@@ -95,6 +95,21 @@ named 55 of 80 normal-priority sources of both sets where 4x named 46).
 measured on the event's timer and, for 90 and 250 ms, at the tick too (families/noise/power.py): named 45,
 said could not 32, silent 3; controls: 83.22 and 100.04 Hz once each in 15. The two morning sets judged again
 with that power: could not 21 and 16, silent 3 and 1 (were 18 and 10, 6 and 7; names unchanged).
+
+2026-11-27 evening, FWQ format 2 (the node's tick the kernel's own, 250 Hz here, where the stalls said 1 kHz
+all evening; ``--keep noise-keep13``; periods 13, 27, 90, 250 ms and 27 + 250 ms; load 2.4-5.8, median 5.5:
+this benchmark and four busy loops of mine at normal priority, FWQ keeping about a third of its cores):
+
+    injector(s)        normal   fifo10      other periods said
+    13 ms @0             5/5      5/5       controls: none in 15 of 15
+    27 ms @0             5/5      5/5       injected runs: 20 Hz on core 1 in 3 (the 50 ms seen in earlier
+    90 ms @0             0/5      5/5       sets' controls), 38.46 Hz once beside a named 13 ms source (its
+    250 ms @0            0/5      2/5       second subharmonic: a wrong period)
+    27@0 + 250@1        6/10     7/10
+
+named 40, said could not 14, silent miss 6 (of 60); the real-time 27 ms source is named at 37.04 Hz in 5 of 5
+(under the stalls' 1 kHz tick it had been named at 74.1 Hz). The misses at normal priority: 90 ms 4 said could
+not, 1 silent; 250 ms 3 and 2.
 """
 from __future__ import annotations
 
