@@ -706,7 +706,7 @@ def node_tick(ranks: Sequence[RankData], stalls: Sequence[Stalls]) -> tuple[floa
 
 def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,
                min_prominence: float = DEFAULT_MIN_PROMINENCE) -> NodeNoise:
-    """Efficiency of a node and the noise of each of its cores; the tick is the highest rate a core shows."""
+    """Efficiency of a node and the noise of each of its cores, under the node's tick (node_tick)."""
     matrix = np.vstack([r.times_ns for r in node.ranks])
     measured = [rank_spectrum(r) for r in node.ranks]
     lines = [[f for f, _, _ in m[2]] for m in measured]
