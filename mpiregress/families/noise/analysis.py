@@ -643,6 +643,22 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     return kept + tuple(folded)
 
 
+def without_subharmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods: tuple[Period, ...]
+                         ) -> tuple[tuple[Period, ...], tuple[float, ...]]:
+    """(``periods`` without those at a whole share of another's rate on the core, those rates). Two periods,
+    one a whole multiple of the other (up to recurrence.MAX_MULTIPLE), are one event: the faster, unless the
+    slower holds its cycles clearly more often (folding.SLOWER_GAIN), the fold's own rule. Every 26 ms cycle of
+    a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and 38.46 Hz on
+    its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
+    def share(p: Period) -> float:
+        return recurrence.hit_share(stalls, p.frequency_hz, bin_hz, tick_hz=tick)
+
+    dropped = [p for p in periods if any(
+        _multiple(q.frequency_hz, p.frequency_hz) and q.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * p.frequency_hz
+        and share(p) < share(q) + folding.SLOWER_GAIN for q in periods if q is not p)]
+    return tuple(p for p in periods if p not in dropped), tuple(p.frequency_hz for p in dropped)
+
+
 def _multiple(g: float, f: float) -> bool:
     """Is ``g`` a whole multiple (2 or more) of ``f``, within 2 % of ``f``? (Within 1 % of ``g`` made the 250 Hz
     tick a multiple of a 4 Hz daemon, 62.5 times, and the daemon no period.)"""
@@ -678,6 +694,8 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
     periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick, tick_from_kernel)
     periods = folded_periods(stalls, len(times) * nominal, tick, periods)
+    periods, subharmonics = without_subharmonics(stalls, bin_hz, tick, periods)
+    refused = refused + subharmonics
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,
