@@ -45,7 +45,7 @@ def write_fwq(path: Path, nodes: list[tuple[str, list[np.ndarray]]], quantum: in
         nh["tag"], nh["ranks"], nh["name"] = b"NODE", len(ranks), name.encode()
         chunks.append(nh.tobytes())
         for cpu, times in enumerate(ranks):
-            rh = np.zeros(1, fwqfile.RANK_HEADER if version == 2 else fwqfile.RANK_HEADER_V1)
+            rh = np.zeros(1, fwqfile.RANK_HEADERS[version])
             rh["rank"], rh["cpu_start"], rh["cpu_end"], rh["affinity_cpus"] = rank, cpu, cpu, 1
             rh["quantum_ns"] = quantum
             if version == 2:

@@ -131,10 +131,9 @@ class CoreNoise:
     # Every line of the spectrum standing HARMONIC_PROMINENCE high, reported or not (Hz): where
     # another core's event is looked for (findings.shows).
     lines: tuple[float, ...] = field(default=(), repr=False, compare=False)
-    # The kernel tick's rate on the node (the kernel's own, else recurrence.tick_hz), whether the kernel said
-    # it, and the tick's lines the spectrum had on this core (the rate and its harmonics: the tick, not events).
+    # The kernel tick's rate on the node (the kernel's own, else recurrence.tick_hz), and the tick's lines the
+    # spectrum had on this core (the rate and its harmonics: the tick, not events).
     tick_hz: float | None = None
-    tick_from_kernel: bool = False
     tick_lines: tuple[float, ...] = ()
     # Lines the spectrum had whose stalls do not recur at them in the time domain: no period.
     unconfirmed: tuple[float, ...] = ()
@@ -650,8 +649,12 @@ def without_subharmonics(stalls: Stalls, bin_hz: float, tick: float | None, peri
     slower holds its cycles clearly more often (folding.SLOWER_GAIN), the fold's own rule. Every 26 ms cycle of
     a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and 38.46 Hz on
     its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
-    def share(p: Period) -> float:
-        return recurrence.hit_share(stalls, p.frequency_hz, bin_hz, tick_hz=tick)
+    shares: dict[float, float] = {}
+
+    def share(p: Period) -> float:       # a time-domain search per rate: once each
+        if p.frequency_hz not in shares:
+            shares[p.frequency_hz] = recurrence.hit_share(stalls, p.frequency_hz, bin_hz, tick_hz=tick)
+        return shares[p.frequency_hz]
 
     dropped = [p for p in periods if any(
         _multiple(q.frequency_hz, p.frequency_hz) and q.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * p.frequency_hz
@@ -704,7 +707,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
         periods=periods, spectrum=(freqs, power), lines=tuple(f for f, _, _ in lines),
-        tick_hz=tick, tick_from_kernel=tick_from_kernel, tick_lines=tick_lines, unconfirmed=refused,
+        tick_hz=tick, tick_lines=tick_lines, unconfirmed=refused,
         long_stalls=tuple(stalls.at_least(recurrence.LONG_STALL_NS / 1e3).listed()), stalls=stalls)
 
 

@@ -19,8 +19,6 @@ import numpy as np
 from mpiregress.errors import InputError
 from mpiregress.model import inputs
 
-FORMAT_VERSION = 2
-KNOWN_VERSIONS = (1, 2)
 UNKNOWN = 2**64 - 1      # FWQ_UNKNOWN: the kernel did not say
 MAGIC = b"MPRFWQ\0\0"
 
@@ -35,6 +33,8 @@ RANK_HEADER_V1 = np.dtype([
     ("work_per_quantum", "<u8"), ("quantum_ns", "<u8"), ("start_ns", "<u8"), ("end_ns", "<u8"),
 ])
 RANK_HEADER = np.dtype(RANK_HEADER_V1.descr + [("jiffy_ns", "<u8")])
+# The rank header of each format version this reader knows (the rest of the file is the same in both).
+RANK_HEADERS = {1: RANK_HEADER_V1, 2: RANK_HEADER}
 NODE_TRAILER = np.dtype([("tag", "S4"), ("ranks", "<u4")])
 
 
@@ -112,10 +112,10 @@ def read(path: Path) -> FwqRun:
     if head is None or bytes(head["magic"]).ljust(8, b"\0") != MAGIC:
         raise InputError(f"{path} is not an FWQ result file (no MPRFWQ header)")
     version = int(head["version"])
-    if version not in KNOWN_VERSIONS:
+    if version not in RANK_HEADERS:
         raise InputError(f"{path} is FWQ format version {version}; this reader knows versions "
-                         f"{', '.join(map(str, KNOWN_VERSIONS))}")
-    rank_header = RANK_HEADER if version == 2 else RANK_HEADER_V1
+                         f"{', '.join(map(str, RANK_HEADERS))}")
+    rank_header = RANK_HEADERS[version]
     iterations = int(head["iterations"])
     expected = int(head["nodes"])
     if iterations == 0 or expected == 0:
