@@ -54,11 +54,13 @@ def mpi_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
 
 
 def start_announced(argv: list[str], banner: str, what: str) -> "subprocess.Popen[str]":
-    """Start a helper process (a noise injector) that prints ``banner...`` once it runs; exit if it does not."""
+    """Start a helper process (a noise injector) that prints ``banner...`` once it runs; exit if it does not.
+    The banner line is kept as the process's ``banner`` attribute."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith(banner):
         raise SystemExit(f"the {what} did not start: {line}{proc.stderr.read() if proc.stderr else ''}")
+    proc.banner = line.strip()  # type: ignore[attr-defined]
     return proc
 
 

@@ -114,6 +114,8 @@ not, 1 silent; 250 ms 3 and 2.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import re
 import shutil
@@ -123,6 +125,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from _cluster import fwq_argv, mpi_env, own_cluster, start_announced, stop_process
 
 from mpiregress.cluster.local import LocalCluster
@@ -135,6 +138,7 @@ INJECTOR = REPO / "benchmarks" / "noise_injector.c"
 NODE = "node1"
 RT_PRIORITY = 10
 OFFSET = 1.07
+ORIGINS = "origins.json"  # beside the kept files: each condition's sources' clock origins (taken_us)
 
 
 def build(work: Path) -> tuple[Path, Path]:
@@ -151,26 +155,62 @@ def spin_us(period_ms: float) -> int:
     return 1000 if period_ms < 50 else 2000
 
 
-def start(injector: Path, core: int, period_ms: float, realtime: bool) -> subprocess.Popen:
+def start(injector: Path, core: int, period_ms: float, realtime: bool) -> tuple[subprocess.Popen, int]:
+    """The injector, and its clock origin (ns of CLOCK_MONOTONIC: its k-th burst spins from origin + k periods)."""
     argv = (["chrt", "-f", str(RT_PRIORITY)] if realtime else []) + \
         ["taskset", "-c", str(core), str(injector), f"{period_ms:g}", str(spin_us(period_ms)), "3600"]
-    return start_announced(argv, "noise_injector:", "injector")
+    proc = start_announced(argv, "noise_injector:", "injector")
+    return proc, int(re.search(r"from (\d+) ns", proc.banner).group(1))  # type: ignore[attr-defined,union-attr]
 
 
-def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, float]]
-          ) -> tuple[int, int, int, list[str], str]:
+def taken_us(rank: fwqfile.RankData, origin_ns: int, period_ms: float) -> float | None:
+    """What a source's bursts took from FWQ's rank on their core, on average per burst (us): the lost time of
+    the iterations ending in each burst's window (its spin and one jiffy more, for a wake-up that waits for
+    the tick), less the same half a period later; None when the run holds no whole burst.
+
+    At real-time priority a burst is a stall of its whole spin. At normal priority it is whatever share of the
+    spin the scheduler took from FWQ rather than from the other processes on that core, often much less: the
+    run can only be asked to see what the source did to it."""
+    times = rank.times_ns.astype(np.int64)
+    ends = rank.start_ns + np.cumsum(times)
+    cumulative = np.concatenate(([0], np.cumsum(np.clip(times - rank.quantum_ns, 0, None))))
+    period = period_ms * 1e6
+    window = spin_us(period_ms) * 1e3 + (rank.jiffy_ns or 0)
+    first = math.ceil((rank.start_ns - origin_ns) / period)
+    last = math.floor((ends[-1] - window - origin_ns) / period - 0.5)
+    if last < first:
+        return None
+
+    def lost_in(starts: np.ndarray) -> float:
+        lo = np.searchsorted(ends, starts, side="left")
+        hi = np.searchsorted(ends, starts + window, side="right")
+        return float((cumulative[hi] - cumulative[lo]).mean())
+
+    bursts = origin_ns + np.arange(first, last + 1) * period
+    return (lost_in(bursts) - lost_in(bursts + period / 2)) / 1e3
+
+
+def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, float]],
+          origins: dict[str, int] | None = None) -> tuple[int, int, int, list[str], str]:
     """(named, missed where the run's power said it could not see that source, missed silently, other periods
-    said, detail) of one run; ``sources``: (core, period ms).
+    said, detail) of one run; ``sources``: (core, period ms); ``origins``: each source's clock origin by
+    :func:`source_key` (files kept before 2026-11-28 have none).
 
     A missed source is "silent" when the product's own power measurement (families/noise/power.py, on the
-    node's noisiest core, 7 % off the source's period) says this run would have named a stall as long as the
-    injector's: the run claimed it could have seen what it missed."""
+    node's noisiest core, 7 % off the source's period) says this run would have named a stall as long as what
+    the source took from FWQ on its core (:func:`taken_us`; the injector's spin where its origin is unknown):
+    the run claimed it could have seen what it missed."""
     events = findings.one_core_events(run)
     host = [(p, where) for where, p, _ in findings.host_events(run)]
     named, honest, silent, used, could = 0, 0, 0, set(), []
     node = run.nodes[0]
     noisiest = power.noisiest_rank(raw.nodes[0], node)
+    took = []
     for core, period in sources:
+        origin = (origins or {}).get(source_key(core, period))
+        rank = next((r for r in raw.nodes[0].ranks if r.cpu == core), None)
+        taken = taken_us(rank, origin, period) if origin is not None and rank is not None else None
+        took.append(f"{period:g}ms:{taken / 1e3:.2g}ms" if taken is not None else f"{period:g}ms:?")
         hz = 1000.0 / period
         hit = next((i for i, (c, p) in enumerate(events) if c.cpu == core and i not in used
                     and abs(p.frequency_hz - hz) <= max(1.0 / c.duration_s, 0.02 * hz)), None)
@@ -182,7 +222,7 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
         # spectral line to the synthetic one, and the run would seem to see what it did not.
         smallest = power.smallest_stall_us(noisiest, period * OFFSET, node.tick_hz)
         could.append(f"{period:g}ms>={smallest / 1e3:.2g}ms" if smallest != float("inf") else f"{period:g}ms:none")
-        if smallest <= spin_us(period):
+        if smallest <= (spin_us(period) if taken is None else taken):
             silent += 1
         else:
             honest += 1
@@ -192,14 +232,25 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
     eff = " ".join(f"{n.efficiency:.3f}" for n in run.nodes)
     lost = " ".join(f"{c.lost_fraction:.0%}" for n in run.nodes for c in n.cores)
     said = " ".join(f"core{c.cpu}:{p.frequency_hz:g}" for c, p in events) or "-"
-    return named, honest, silent, other, (f"named {said}; missed could see {' '.join(could) or '-'}; tick "
+    return named, honest, silent, other, (f"named {said}; took {' '.join(took) or '-'}; missed could see "
+                                          f"{' '.join(could) or '-'}; tick "
                                           f"{ticks or '-'}; eff {eff}; lost {lost}")
 
 
+def file_stem(condition: str) -> str:
+    """A condition's name as its kept files begin (``normal 27ms@0+250ms@1`` -> ``normal_27ms@0and250ms@1``)."""
+    return condition.replace(" ", "_").replace("+", "and")
+
+
+def source_key(core: int, period_ms: float) -> str:
+    """How a source's clock origin is filed (``ORIGINS`` beside the kept files)."""
+    return f"{period_ms:g}ms@{core}"
+
+
 def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
-             sources: list[tuple[int, float]], keep: Path | None,
+             sources: list[tuple[int, float]], origins: dict[str, int], keep: Path | None,
              iterations: int = placement.ITERATIONS) -> tuple[int, int, int, list[str], str] | None:
-    out = work / f"{name.replace(' ', '_').replace('+', 'and')}-{i}.fwq"
+    out = work / f"{file_stem(name)}-{i}.fwq"
     prefix = probe.realtime(systems.get("local").partitions[0].reframe.get("extras", {}).get("fwq_realtime_priority"))
     done = subprocess.run(fwq_argv(fwq, out, prefix, NODE, iterations), env=mpi_env(cluster), capture_output=True,
                           text=True, timeout=600, cwd=work)
@@ -210,7 +261,7 @@ def run_once(cluster: LocalCluster, fwq: Path, work: Path, name: str, i: int,
     except (InputError, OSError) as err:
         print(f"  lost: exit {done.returncode}: {err}; {done.stderr.strip()[-300:]}", flush=True)
         return None
-    return judge(raw, analysis.analyse(raw), sources)
+    return judge(raw, analysis.analyse(raw), sources, origins)
 
 
 def conditions(periods: list[float], pairs: list[tuple[float, float]],
@@ -234,6 +285,8 @@ def print_tally(tally: list) -> None:
 
 def rejudge(folder: Path) -> int:
     """The tally of every kept file (``--keep``), judged by the analysis as it is now."""
+    origins_file = folder / ORIGINS
+    origins = json.loads(origins_file.read_text()) if origins_file.exists() else {}
     groups: dict[str, list[Path]] = {}
     for path in sorted(folder.glob("*.fwq")):
         groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
@@ -244,7 +297,7 @@ def rejudge(folder: Path) -> int:
         others: list[str] = []
         for path in paths:
             raw = fwqfile.read(path)
-            n, h, q, other, detail = judge(raw, analysis.analyse(raw), sources)
+            n, h, q, other, detail = judge(raw, analysis.analyse(raw), sources, origins.get(name))
             named, honest, silent = named + n, honest + h, silent + q
             others += other
             print(f"{path.name}: named {n}/{len(sources)}, other {' '.join(other) or '-'}: {detail}", flush=True)
@@ -279,13 +332,19 @@ def main() -> int:
         fwq, injector = build(work)
         cluster.start()
         for name, realtime, sources in conditions(periods, pairs, tuple(args.priorities.split(","))):
-            procs = [start(injector, core, period, realtime) for core, period in sources]
+            started = {source_key(core, period): start(injector, core, period, realtime) for core, period in sources}
+            procs = [proc for proc, _ in started.values()]
+            origins = {key: origin for key, (_, origin) in started.items()}
+            if args.keep:
+                kept = json.loads((args.keep / ORIGINS).read_text()) if (args.keep / ORIGINS).exists() else {}
+                kept[file_stem(name)] = origins
+                (args.keep / ORIGINS).write_text(json.dumps(kept, indent=1))
             named = honest = silent = lost = runs = 0
             others: list[str] = []
             try:
                 time.sleep(0.3)
                 for i in range(args.repeat):
-                    judged = run_once(cluster, fwq, work, name, i, sources, args.keep, args.iterations)
+                    judged = run_once(cluster, fwq, work, name, i, sources, origins, args.keep, args.iterations)
                     loads.append(os.getloadavg()[0])
                     runs += 1
                     if judged is None:

@@ -23,7 +23,9 @@ int main(int argc, char **argv)
     struct timespec next, now;
     clock_gettime(CLOCK_MONOTONIC, &next);
     long long end = ns(&next) + seconds * 1000000000LL;
-    printf("noise_injector: every %.3f ms spin %lld us\n", period / 1e6, spin / 1000);
+    /* The clock origin: burst k (k >= 1) spins from origin + k * period, on the CLOCK_MONOTONIC FWQ stamps
+     * its runs with, so the benchmark can find each burst in FWQ's samples. */
+    printf("noise_injector: every %.3f ms spin %lld us from %lld ns\n", period / 1e6, spin / 1000, ns(&next));
     fflush(stdout);
     while (ns(&next) < end) {
         long long t = ns(&next) + period;
