@@ -164,30 +164,32 @@ def start(injector: Path, core: int, period_ms: float, realtime: bool) -> tuple[
 
 
 def taken_us(rank: fwqfile.RankData, origin_ns: int, period_ms: float) -> float | None:
-    """What a source's bursts took from FWQ's rank on their core, on average per burst (us): the lost time of
-    the iterations ending in each burst's window (its spin and one jiffy more, for a wake-up that waits for
-    the tick), less the same half a period later; None when the run holds no whole burst.
+    """What a source's bursts did to FWQ's rank on their core, on average per burst (us): the lost time of
+    the iterations that began within a burst's spin (the one a burst preempts is running when it fires),
+    less what iterations beginning in so long a stretch lose on average in this run; None when the run holds
+    no whole burst.
 
-    At real-time priority a burst is a stall of its whole spin. At normal priority it is whatever share of the
-    spin the scheduler took from FWQ rather than from the other processes on that core, often much less: the
-    run can only be asked to see what the source did to it."""
+    At real-time priority every burst is a stall of its whole spin. At normal priority FWQ shares its core
+    fairly with the other processes there: a burst preempts FWQ only when FWQ is running (its efficiency's
+    share of bursts), and its gap then often holds the others' slices too; the run can only be asked to see
+    the stalls the source started in FWQ's timeline. (Less what half a period later loses was tried first: a
+    fair scheduler moves FWQ's losses away from the burst as much as it adds them there, and a 13 ms source
+    the run named came out negative.)"""
     times = rank.times_ns.astype(np.int64)
-    ends = rank.start_ns + np.cumsum(times)
-    cumulative = np.concatenate(([0], np.cumsum(np.clip(times - rank.quantum_ns, 0, None))))
+    starts = rank.start_ns + np.concatenate(([0], np.cumsum(times)[:-1]))
+    lost = np.clip(times - rank.quantum_ns, 0, None)
+    cumulative = np.concatenate(([0], np.cumsum(lost)))
     period = period_ms * 1e6
-    window = spin_us(period_ms) * 1e3 + (rank.jiffy_ns or 0)
-    first = math.ceil((rank.start_ns - origin_ns) / period)
-    last = math.floor((ends[-1] - window - origin_ns) / period - 0.5)
+    window = spin_us(period_ms) * 1e3 + rank.quantum_ns
+    first = math.ceil((starts[0] + rank.quantum_ns - origin_ns) / period)
+    last = math.floor((starts[-1] - window - origin_ns) / period)
     if last < first:
         return None
-
-    def lost_in(starts: np.ndarray) -> float:
-        lo = np.searchsorted(ends, starts, side="left")
-        hi = np.searchsorted(ends, starts + window, side="right")
-        return float((cumulative[hi] - cumulative[lo]).mean())
-
-    bursts = origin_ns + np.arange(first, last + 1) * period
-    return (lost_in(bursts) - lost_in(bursts + period / 2)) / 1e3
+    bursts = origin_ns + np.arange(first, last + 1) * period - rank.quantum_ns
+    at = np.searchsorted(starts, bursts, side="left")
+    until = np.searchsorted(starts, bursts + window, side="left")
+    expected = float(lost.sum()) / float(starts[-1] - starts[0]) * window
+    return (float((cumulative[until] - cumulative[at]).mean()) - expected) / 1e3
 
 
 def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, float]],
