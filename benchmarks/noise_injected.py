@@ -16,11 +16,11 @@ own analysis and findings (analysis.analyse, findings.host_events / one_core_eve
   the product's power measurement (families/noise/power.py, the node's noisiest core, at a period 7 % off the
   source's, which its real train cannot lend a line to) says
   the run could not have named a stall as long as what the source took from FWQ: the run was honest about
-  what it missed. What a source took (``taken_us``, "took" in each run's line): the lost time of FWQ's
-  iterations beginning within its bursts' spin, less the run's average, per burst, found by the injector's
-  clock origin (it prints it; kept as origins.json beside the files). Before 2026-11-28 (and for files kept
-  without origins) the injector's whole spin stood for it, which a source at normal priority on a loaded core
-  does not take: it preempts FWQ only when FWQ is the one running;
+  what it missed. What a source took (``taken_us``, "took" in each run's line): per burst, the lost time of
+  FWQ's iteration running when it fires and of those beginning within its spin, less the same at other phases,
+  its bursts found by the injector's clock origin (it prints it; kept as origins.json beside the files).
+  Before 2026-11-28 (and for files kept without origins) the injector's whole spin stood for it, which a
+  source at normal priority on a loaded core does not take: it preempts FWQ only when FWQ is the one running;
 - silent miss: the same, where that power says it could have: the run claimed a power it did not have;
 - other: every other period the findings name (one core's or the host's), in any run, controls included.
 
@@ -195,9 +195,11 @@ def taken_us(rank: fwqfile.RankData, origin_ns: int, period_ms: float, phases: i
     At real-time priority a burst stalls FWQ for its whole spin, or lengthens the wait FWQ is in. At normal
     priority FWQ shares its core fairly with the other processes there: a burst preempts FWQ only when FWQ is
     running, and the scheduler moves FWQ's later turns so that its share is kept; the run can only be asked to
-    see what the source did to it. Tried first and dropped: the iterations beginning within the spin and one
-    jiffy more, less half a period later (a named real-time 90 ms source came out negative: on a loaded core
-    its burst mostly lengthens a wait already begun)."""
+    see what the source did to it. Tried and dropped: the iterations ending within the spin and one jiffy more,
+    less half a period later (named 13 ms sources at normal priority came out negative: the scheduler moves
+    FWQ's losses away from a burst); those beginning within the spin, less the run's average (named real-time
+    90 ms sources came out at -0.7 to -1.0 ms: on a loaded core such a burst mostly lengthens a wait begun
+    before it)."""
     times = rank.times_ns.astype(np.int64)
     starts = rank.start_ns + np.concatenate(([0], np.cumsum(times)[:-1]))
     cumulative = np.concatenate(([0], np.cumsum(np.clip(times - rank.quantum_ns, 0, None))))
