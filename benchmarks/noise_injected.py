@@ -200,9 +200,8 @@ def taken_us(rank: fwqfile.RankData, origin_ns: int, period_ms: float, phases: i
     FWQ's losses away from a burst); those beginning within the spin, less the run's average (named real-time
     90 ms sources came out at -0.7 to -1.0 ms: on a loaded core such a burst mostly lengthens a wait begun
     before it)."""
-    times = rank.times_ns.astype(np.int64)
-    starts = rank.start_ns + np.concatenate(([0], np.cumsum(times)[:-1]))
-    cumulative = np.concatenate(([0], np.cumsum(np.clip(times - rank.quantum_ns, 0, None))))
+    starts = rank.start_ns + rank.start_times_ns()
+    cumulative = np.concatenate(([0], np.cumsum(np.clip(rank.times_ns.astype(np.int64) - rank.quantum_ns, 0, None))))
     period = period_ms * 1e6
     spin = spin_us(period_ms) * 1e3
     first = math.ceil((starts[0] + period - origin_ns) / period)
@@ -272,6 +271,12 @@ def file_stem(condition: str) -> str:
     return condition.replace(" ", "_").replace("+", "and")
 
 
+def read_origins(folder: Path) -> dict[str, dict[str, int]]:
+    """The sources' clock origins kept in ``folder`` (``ORIGINS``), by condition's file stem; none kept: {}."""
+    path = folder / ORIGINS
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def source_key(core: int, period_ms: float) -> str:
     """How a source's clock origin is filed (``ORIGINS`` beside the kept files)."""
     return f"{period_ms:g}ms@{core}"
@@ -315,8 +320,7 @@ def print_tally(tally: list) -> None:
 
 def rejudge(folder: Path) -> int:
     """The tally of every kept file (``--keep``), judged by the analysis as it is now."""
-    origins_file = folder / ORIGINS
-    origins = json.loads(origins_file.read_text()) if origins_file.exists() else {}
+    origins = read_origins(folder)
     groups: dict[str, list[Path]] = {}
     for path in sorted(folder.glob("*.fwq")):
         groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
@@ -366,7 +370,7 @@ def main() -> int:
             procs = [proc for proc, _ in started.values()]
             origins = {key: origin for key, (_, origin) in started.items()}
             if args.keep:
-                kept = json.loads((args.keep / ORIGINS).read_text()) if (args.keep / ORIGINS).exists() else {}
+                kept = read_origins(args.keep)
                 kept[file_stem(name)] = origins
                 (args.keep / ORIGINS).write_text(json.dumps(kept, indent=1))
             named = honest = silent = lost = runs = 0

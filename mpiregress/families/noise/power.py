@@ -42,7 +42,7 @@ def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHA
     ``on_tick`` (the tick's period and busiest phase, ns: ``folding.busiest_tick_phase``): each one starts at
     the first tick after its timer, as a daemon at normal priority that does not preempt at once."""
     times = data.times_ns.astype(np.int64)
-    starts = np.concatenate(([0], np.cumsum(times)[:-1]))
+    starts = data.start_times_ns()
     total = int(times.sum())
     fires = np.arange(phase * period_ns, total, period_ns)
     # Each earlier event has pushed the run on by its stall: on the unstretched timeline the k-th lands k
