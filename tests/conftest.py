@@ -2,7 +2,9 @@
 
 The cluster lives in a temporary state folder with freshly picked ports, so it
 runs beside a developer's `mpiregress cluster start` cluster without touching
-it, and it is stopped (by the PIDs in its pid files) when the session ends.
+it, and it is stopped (by the PIDs in its pid files) when the session ends. Under pytest-xdist (ci/test.sh
+runs two workers) the session is a worker's: each worker that reaches a test on Slurm starts its own
+cluster and its own PostgreSQL server, side by side on the host.
 """
 from __future__ import annotations
 
