@@ -644,22 +644,23 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
 
 def without_subharmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods: tuple[Period, ...]
                          ) -> tuple[tuple[Period, ...], tuple[float, ...]]:
-    """(``periods`` without those at a whole share of another's rate on the core, those rates). Two periods,
-    one a whole multiple of the other (up to recurrence.MAX_MULTIPLE), are one event: the faster, unless the
-    slower holds its cycles clearly more often (folding.SLOWER_GAIN), the fold's own rule. Every 26 ms cycle of
-    a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and 38.46 Hz on
-    its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
+    """(``periods`` that are events of their own, the rates of the others): two, one a whole multiple of the
+    other (up to recurrence.MAX_MULTIPLE), are one event by the fold's rule (folding.one_event). Every 26 ms
+    cycle of a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and
+    38.46 Hz on its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
     shares: dict[float, float] = {}
 
-    def share(p: Period) -> float:       # a time-domain search per rate: once each
-        if p.frequency_hz not in shares:
-            shares[p.frequency_hz] = recurrence.hit_share(stalls, p.frequency_hz, bin_hz, tick_hz=tick)
-        return shares[p.frequency_hz]
+    def share(rate: float) -> float:       # a time-domain search per rate: once each
+        if rate not in shares:
+            shares[rate] = recurrence.hit_share(stalls, rate, bin_hz, tick_hz=tick)
+        return shares[rate]
 
-    dropped = [p for p in periods if any(
-        _multiple(q.frequency_hz, p.frequency_hz) and q.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * p.frequency_hz
-        and share(p) < share(q) + folding.SLOWER_GAIN for q in periods if q is not p)]
-    return tuple(p for p in periods if p not in dropped), tuple(p.frequency_hz for p in dropped)
+    def multiple(g: float, f: float) -> bool:
+        return _multiple(g, f) and g <= recurrence.MAX_MULTIPLE * 1.01 * f
+
+    kept = folding.one_event([p.frequency_hz for p in periods], share, multiple)
+    return (tuple(p for p in periods if p.frequency_hz in kept),
+            tuple(p.frequency_hz for p in periods if p.frequency_hz not in kept))
 
 
 def _multiple(g: float, f: float) -> bool:

@@ -19,7 +19,7 @@ the 90 ms daemon's 37 pulses among 865 onsets ranked below 40 others.)
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -211,12 +211,23 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
             held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz)
             if held:
                 found.append(held)
-    # Two periods found, one a whole multiple of the other, are one event: the faster, unless the slower
-    # holds its cycles clearly more often (an event every 250 ms held 79 % of 125 ms cycles, 100 % of its
-    # own; a 90 ms one held 93 % of its cycles and all of a 270 ms run's 11, by their fewness).
+    # Two periods found, one a whole multiple of the other, are one event (one_event): an event every 250 ms
+    # held 79 % of 125 ms cycles, 100 % of its own; a 90 ms one held 93 % of its cycles and all of a 270 ms
+    # run's 11, by their fewness.
     def same(f: float, g: float) -> bool:
         return abs(f / g - round(f / g)) <= RATIO_SLACK * round(f / g)
 
-    return [(f, share, cycles) for f, share, cycles in found
-            if not any(g < f and same(f, g) and other >= share + SLOWER_GAIN for g, other, _ in found)
-            and not any(g > f and same(g, f) and other > share - SLOWER_GAIN for g, other, _ in found)]
+    shares = {f: share for f, share, _ in found}
+    kept = one_event(list(shares), shares.__getitem__, same)
+    return [row for row in found if row[0] in kept]
+
+
+def one_event(rates_hz: Sequence[float], share: Callable[[float], float],
+              multiple: Callable[[float, float], bool]) -> list[float]:
+    """The rates of one core's periods that are events of their own. Two, one a whole multiple of the other
+    (``multiple(faster, slower)``), are one event: the faster, unless the slower holds its cycles clearly
+    more often (SLOWER_GAIN). ``share(rate)``: the share of its cycles the rate holds a stall in, asked only
+    of rates that have such a partner (a time-domain search each, where the spectrum named them)."""
+    return [f for f in rates_hz
+            if not any(g < f and multiple(f, g) and share(g) >= share(f) + SLOWER_GAIN for g in rates_hz)
+            and not any(g > f and multiple(g, f) and share(g) > share(f) - SLOWER_GAIN for g in rates_hz)]
