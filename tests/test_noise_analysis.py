@@ -717,6 +717,6 @@ def test_a_period_at_a_whole_share_of_anothers_rate_is_that_event_unless_it_hold
         times = trains(quiet_core(51), ((4_000_000, 20_000), (every_ns, 1_000_000)))
         stalls = recurrence.stalls_over(fwqfile.RankData(0, 0, False, True, 10_000, 0, times),
                                         analysis.DEFAULT_THRESHOLD_FRACTION)
-        periods, dropped = analysis.without_subharmonics(stalls, 0.3, 250.0, both)
+        periods, dropped = analysis.without_harmonics(stalls, 0.3, 250.0, both)
         assert [p.frequency_hz for p in periods] == kept
         assert list(dropped) == [p.frequency_hz for p in both if p.frequency_hz not in kept]

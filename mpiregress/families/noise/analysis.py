@@ -642,10 +642,11 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     return kept + tuple(folded)
 
 
-def without_subharmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods: tuple[Period, ...]
-                         ) -> tuple[tuple[Period, ...], tuple[float, ...]]:
-    """(``periods`` that are events of their own, the rates of the others): two, one a whole multiple of the
-    other (up to recurrence.MAX_MULTIPLE), are one event by the fold's rule (folding.one_event). Every 26 ms
+def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods: tuple[Period, ...]
+                      ) -> tuple[tuple[Period, ...], tuple[float, ...]]:
+    """(``periods`` that are events of their own, the rates of the others: another's harmonics or
+    subharmonics): two, one a whole multiple of the other (up to recurrence.MAX_MULTIPLE), are one event by the
+    fold's rule (folding.one_event). Every 26 ms
     cycle of a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and
     38.46 Hz on its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
     shares: dict[float, float] = {}
@@ -698,8 +699,8 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
     periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick, tick_from_kernel)
     periods = folded_periods(stalls, len(times) * nominal, tick, periods)
-    periods, subharmonics = without_subharmonics(stalls, bin_hz, tick, periods)
-    refused = refused + subharmonics
+    periods, harmonics = without_harmonics(stalls, bin_hz, tick, periods)
+    refused = refused + harmonics
     return CoreNoise(
         node=node, rank=data.rank, cpu=data.cpu, bound=data.bound, migrated=data.migrated,
         nominal_us=nominal / 1e3,
