@@ -12,11 +12,12 @@ QUANTUM_NS = 10_000
 TICK_NS = 4_000_000
 
 
-def loaded_core(seed: int, daemon_ns: int = 0, spin_ns: int = 2_000_000, iterations: int = 300_000) -> np.ndarray:
+def loaded_core(seed: int, daemon_ns: int = 0, spin_ns: int = 2_000_000, iterations: int = 300_000,
+                daemon_phase_ns: int | None = None) -> np.ndarray:
     """FWQ's iteration times on a core where each 4 ms tick interrupts for 3 us or, with probability 0.6,
     hands the core to another process for a 1-6 ms slice, and (``daemon_ns``) a daemon woken every
-    ``daemon_ns`` spins ``spin_ns``: it preempts FWQ when FWQ holds the core, and runs unseen inside another
-    process's slice when it does not."""
+    ``daemon_ns`` (first at ``daemon_phase_ns``, by default at random) spins ``spin_ns``: it preempts FWQ when
+    FWQ holds the core, and runs unseen inside another process's slice when it does not."""
     rng = np.random.default_rng(seed)
     horizon = iterations * QUANTUM_NS * 4
     ticks = np.arange(TICK_NS, horizon, TICK_NS)
@@ -24,7 +25,7 @@ def loaded_core(seed: int, daemon_ns: int = 0, spin_ns: int = 2_000_000, iterati
     away = [(int(t + rng.integers(0, 20_000)), int(rng.integers(1_000_000, 6_000_000))) for t in taken]
     away += [(int(t), 3_000) for t in np.setdiff1d(ticks, taken)]        # the tick's own interrupt
     if daemon_ns:
-        phase = int(rng.integers(0, daemon_ns))
+        phase = int(rng.integers(0, daemon_ns)) if daemon_phase_ns is None else daemon_phase_ns
         away += [(int(t), spin_ns) for t in range(phase, horizon, daemon_ns)]
     away.sort()
     merged: list[list[int]] = []
@@ -61,14 +62,54 @@ def test_a_90_ms_daemon_on_a_loaded_core_is_named_by_folding_with_no_spectral_li
     spectral = analysis.dominant_periods(freqs, power, lines=lines)
     assert not any(abs(p.frequency_hz - 1000 / 90) <= max(bin_hz, 0.2) for p in spectral)
     found = slow(times)
-    assert [round(1000 / f) for f, _, _ in found] == [90]
-    share, cycles = found[0][1], found[0][2]
+    assert [round(1000 / f.frequency_hz) for f in found] == [90]
+    share, cycles = found[0].share, found[0].cycles
     assert share >= recurrence.MIN_HIT_SHARE and cycles >= folding.MIN_OBSERVED
     core = analysis.core_noise("node1", rank(times))
     folded = [p for p in core.periods if p.folded]
     assert [round(1000 / p.frequency_hz) for p in folded] == [90]
     said = findings.periodic(core)
     assert any("every 90 ms" in s and "found by folding" in s and "no spectral line" in s for s in said), said
+
+
+@pytest.mark.parametrize("seed", [10, 11, 12])
+def test_a_real_time_daemon_at_the_ticks_busiest_phase_is_named_by_the_idle_window_after_it(seed: int) -> None:
+    """A 250 ms daemon started on a tick (as a process starts) spins at the phase where the load's slices start
+    too: its onsets in the cycles FWQ could see are no proof beyond chance over the blind search, but FWQ ran in
+    none of the run's cycles just after it, where at a phase taken at random it ran in about half."""
+    times = loaded_core(seed, daemon_ns=250_000_000, daemon_phase_ns=12 * TICK_NS + 200_000)
+    stalls = recurrence.stalls_over(rank(times), analysis.DEFAULT_THRESHOLD_FRACTION)
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    tick = recurrence.tick_hz(stalls)
+    period = folding.refine(onsets, 250e6, stalls.duration_ns)
+    share, chance, cycles, _ = recurrence.held_at(stalls, period, folding.FOLD_TOLERANCE_NS, onsets=onsets,
+                                                  tick_hz=tick)
+    assert share == 1.0 and not recurrence.significant(share, chance, cycles, most_chance=folding.MAX_CHANCE)
+    fold = folding.judged(stalls, onsets, period, tick)
+    assert fold is not None and round(1000 / fold.frequency_hz) == 250
+    assert fold.idle is not None and fold.idle[0] == fold.idle[1] >= 24
+    control = recurrence.stalls_over(rank(loaded_core(seed)), analysis.DEFAULT_THRESHOLD_FRACTION)
+    at = control.at_least(folding.SIZES_US[0]).start
+    assert folding.judged(control, at, folding.refine(at, 250e6, control.duration_ns), tick) is None
+
+
+def test_a_faster_source_holding_the_core_at_every_share_of_a_period_explains_its_idle_window() -> None:
+    """Every 270 ms cycle of a 90 ms real-time daemon is idle after its phase too, and 90 and 180 ms later: the
+    faster source's, not a 270 ms one; a 250 ms daemon's window 125 ms later is as busy as anywhere."""
+    for daemon_ms, period_ms, explained in ((90, 270, True), (250, 250, False)):
+        times = loaded_core(10, daemon_ns=daemon_ms * 1_000_000, daemon_phase_ns=12 * TICK_NS + 200_000)
+        stalls = recurrence.stalls_over(rank(times), analysis.DEFAULT_THRESHOLD_FRACTION)
+        phase = (12 * TICK_NS + 200_000 - folding.IDLE_AFTER_NS / 2) % (period_ms * 1e6)
+        idle, _, _ = recurrence.idle_at(stalls, period_ms * 1e6, phase, folding.IDLE_AFTER_NS, 500_000)
+        assert idle >= folding.MIN_IDLE_SHARE
+        assert folding.idle_faster(stalls, period_ms * 1e6, phase) is explained
+
+
+def test_a_period_named_by_its_idle_window_says_so() -> None:
+    said = findings.evidence(analysis.Period(4.0, 0.0, 0, recurring=True, folded=(14, 14, 26, 26)), 0.0)
+    assert said.startswith("its stalls start at one phase in 14 of the 14 cycles FWQ could see, and FWQ did not "
+                           "run in the 1 ms after it in 26 of all 26 cycles"), said
+    assert "26 of all" not in findings.evidence(analysis.Period(4.0, 0.0, 0, recurring=True, folded=(14, 14)), 0.0)
 
 
 @pytest.mark.parametrize("seed", [3, 4, 5])
@@ -83,7 +124,7 @@ def test_a_faster_event_is_not_named_again_at_a_whole_multiple() -> None:
     """A daemon every 30 ms holds one phase of every 90 ms cycle too; the search leaves 90 ms to it (and, below
     MIN_PERIOD_NS, 30 ms to the spectrum)."""
     found = slow(loaded_core(6, daemon_ns=30_000_000, spin_ns=1_000_000))
-    assert not any(abs(1000 / f - 90) < 2 or abs(1000 / f - 60) < 2 for f, _, _ in found), found
+    assert not any(abs(1000 / f.frequency_hz - 90) < 2 or abs(1000 / f.frequency_hz - 60) < 2 for f in found), found
 
 
 def test_a_beats_comb_whose_fundamental_does_not_recur_is_named_at_the_multiple_it_has_a_line_at() -> None:

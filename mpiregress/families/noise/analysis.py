@@ -107,7 +107,8 @@ class Period:
     # The core's stalls recur at this period in the time domain (recurrence.fundamental): a period, slow or not.
     recurring: bool = field(default=False, compare=False, repr=False)
     # Found by folding the stalls, with no spectral line (folding.slow_periods): (cycles holding a stall at
-    # its phase, cycles FWQ could see there).
+    # its phase, cycles FWQ could see there) and, where FWQ's core was idle after that phase in nearly every
+    # cycle (folding.Fold.idle), (those cycles, all).
     folded: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
@@ -631,10 +632,11 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     only when the stalls do not recur at its whole shares (a 250 ms source the spectrum told at 20 Hz, its 5th
     line, holds 11 of 11 cycles at one phase of 250 ms and none at the phases 50 ms after it)."""
     folded: list[Period] = []
-    for frequency, share, cycles in folding.slow_periods(stalls, cpu_ns, tick):
+    for fold in folding.slow_periods(stalls, cpu_ns, tick):
+        frequency = fold.frequency_hz
         if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *folded)):
             folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
-                                 folded=(int(round(share * cycles)), cycles)))
+                                 folded=(int(round(fold.share * fold.cycles)), fold.cycles, *(fold.idle or ()))))
     events = folded + [p for p in periods if folding.holds(stalls, p.frequency_hz, tick)]
     kept = tuple(p for p in periods if not any(_multiple(p.frequency_hz, f.frequency_hz)
                                                and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiregress.families.noise import recurrence
+from mpiregress.families.noise import folding, recurrence
 from mpiregress.families.noise.analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise, is_slow
 
 # Below this share of lost time a core is not worth a sentence of its own.
@@ -70,9 +70,11 @@ def evidence(p: Period, prominence: float) -> str:
     """What named the event: its spectral line, or (no line: a loaded core's other time slices fill the
     spectrum) its stalls folded at its period."""
     if p.folded:
-        held, seen = p.folded
-        return (f"its stalls start at one phase in {held} of the {seen} cycles FWQ could see, found by folding "
-                f"them: no spectral line")
+        held, seen, *idle = p.folded
+        after = (f", and FWQ did not run in the {folding.IDLE_WINDOW_NS / 1e6:g} ms after it in {idle[0]} of all "
+                 f"{idle[1]} cycles (whatever runs then takes the core from FWQ and the load alike)" if idle else "")
+        return (f"its stalls start at one phase in {held} of the {seen} cycles FWQ could see{after}, found by "
+                f"folding them: no spectral line")
     return f"spectral line {prominence:.0f}x its background{f', {p.harmonics} harmonics' if p.harmonics else ''}"
 
 

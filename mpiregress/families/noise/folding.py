@@ -20,6 +20,7 @@ the 90 ms daemon's 37 pulses among 865 onsets ranked below 40 others.)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,6 +56,31 @@ RATIO_SLACK = 0.002
 FASTER_SHARE = 0.6
 # Faster events looked for down to this period (the 250 Hz tick's).
 FASTEST_NS = 3.9e6
+# A source above FWQ's priority (a kernel thread, an interrupt's, a real-time daemon) holds its core for its
+# whole burst whoever runs there: FWQ runs in no cycle just after its phase. On a crowded core FWQ is seldom
+# the one running when it fires (at load 5 its stalls started there in 5-17 of 63-75 cycles of a 250 ms one),
+# and a source started on the tick, as a process is, sits at the tick's busiest phase, where the load's slices
+# start as often: that test alone names it beyond chance in none of 5 runs. The window after its phase was idle
+# in all 63-75 (benchmarks/noise_injected.py, noise-keep14), where FWQ ran in 20-35 % of cycles at other phases
+# and in at least 5 % at the best such phase of 198 cores with no source (four kept sets). So the onset's phase
+# also names the period where FWQ ran in at most 1 - MIN_IDLE_SHARE of all cycles in IDLE_WINDOW_NS from
+# IDLE_AFTER_NS past it, beyond chance (IDLE_MAX_CHANCE, against a random phase's idle share or the tick's other
+# phases', 0.8 there: a test at the CANDIDATES' own phases, not a search, so 10^-5 each keeps a core under
+# recurrence.MAX_CHANCE; at 10^-6 the 63-75 idle cycles of four of those five runs fell short, at 2-6 x 10^-6).
+IDLE_AFTER_NS = FOLD_TOLERANCE_NS
+IDLE_WINDOW_NS = 1_000_000
+MIN_IDLE_SHARE = 0.98
+IDLE_MAX_CHANCE = 1e-5
+
+
+class Fold(NamedTuple):
+    """A period the core's stalls recur at, found by folding them."""
+
+    frequency_hz: float
+    share: float        # of the cycles FWQ could see at its phase, those in which a stall starts there
+    cycles: int         # the cycles FWQ could see there
+    # Where the core was idle after that phase in nearly every cycle (IDLE_WINDOW_NS): (those cycles, all).
+    idle: tuple[int, int] | None = None
 
 
 def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
@@ -121,6 +147,18 @@ def faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, onse
     return False
 
 
+def idle_faster(stalls: Stalls, period_ns: float, phase_ns: float) -> bool:
+    """Is the core as idle after the phases a whole share of ``period_ns`` after the event's (the median of them
+    MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``faster``'s onsets: at the
+    tick's busiest phase the load's slices start at every tick, and would explain any period there.)"""
+    for d in range(2, int(period_ns // FASTEST_NS) + 1):
+        shifted = (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
+        if float(np.median(recurrence.idle_shares(stalls, period_ns, shifted, IDLE_AFTER_NS, IDLE_WINDOW_NS))) \
+                >= MIN_IDLE_SHARE:
+            return True
+    return False
+
+
 def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
     """(the tick's period as the onsets keep it, ns; the phase where most of them start, ns): where the
     scheduler hands the core to the load's other processes. None where the node shows no tick or too few
@@ -159,16 +197,27 @@ def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
     return onsets_ns[(index != busiest) & (index != (busiest + 1) % int(np.ceil(period / FOLD_TOLERANCE_NS)))]
 
 
-def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None
-           ) -> tuple[float, float, int] | None:
-    """(frequency, hit share, observable cycles) when the ``onsets`` recur at one phase of ``period_ns`` as
-    an event's (``slow_periods``' test), else None."""
+def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None) -> Fold | None:
+    """The period when the ``onsets`` recur at one phase of ``period_ns`` as an event's (``slow_periods``' test):
+    beyond chance in the cycles FWQ could see there, or in most of them with the core idle after that phase in
+    nearly every cycle (``IDLE_WINDOW_NS``); else None."""
     share, chance, cycles, phase = recurrence.held_at(stalls, period_ns, FOLD_TOLERANCE_NS, onsets=onsets,
                                                       tick_hz=tick_hz)
-    if (cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE)
-            and not faster(stalls, period_ns, phase, share, onsets)):
-        return 1e9 / period_ns, share, cycles
-    return None
+    if share < recurrence.MIN_HIT_SHARE:
+        return None
+    if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
+        fold = Fold(1e9 / period_ns, share, cycles)
+    else:
+        # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step
+        # either side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
+        idle, idle_chance, every, phase = max(
+            (*recurrence.idle_at(stalls, period_ns, phase + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz),
+             phase + shift) for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
+        if idle < MIN_IDLE_SHARE or recurrence.chance_of(idle, every, idle_chance) > IDLE_MAX_CHANCE \
+                or idle_faster(stalls, period_ns, phase):
+            return None
+        return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every))
+    return None if faster(stalls, period_ns, phase, share, onsets) else fold
 
 
 def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
@@ -180,10 +229,10 @@ def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
 
 
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
-                 known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[tuple[float, float, int]]:
-    """(frequency, hit share, observable cycles) of each period from MIN_PERIOD_NS up that the core's stall
-    onsets recur at, found without the spectrum; ``cpu_ns``: the time FWQ held its core (what sets the
-    cycles it can see), ``known_hz``: the events already named on the core (their multiples are theirs).
+                 known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[Fold]:
+    """Each period from MIN_PERIOD_NS up that the core's stall onsets recur at, found without the spectrum;
+    ``cpu_ns``: the time FWQ held its core (what sets the cycles it can see), ``known_hz``: the events already
+    named on the core (their multiples are theirs).
     ``near_hz``: screen only within NEAR of that rate (the power, which knows the rate it added: the cost of
     a run's whole screen per stall size tried; it assumes the whole screen would rank it among its
     CANDIDATES)."""
@@ -195,7 +244,7 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
     if slowest_ns <= fastest_ns:
         return []
     notch = [r for r in (*known_hz, *([tick_hz] if tick_hz else [])) if r > 0]
-    found: list[tuple[float, float, int]] = []
+    found: list[Fold] = []
     for size in SIZES_US:
         onsets = stalls.at_least(size).start
         if len(onsets) < MIN_OBSERVED:
@@ -206,7 +255,7 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
         away = off_tick(onsets, tick_hz)
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
-            if any(abs(1e9 / guess - g) <= 0.02 * g for g, _, _ in found):
+            if any(abs(1e9 / guess - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found):
                 continue
             held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz)
             if held:
@@ -217,9 +266,9 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
     def same(f: float, g: float) -> bool:
         return abs(f / g - round(f / g)) <= RATIO_SLACK * round(f / g)
 
-    shares = {f: share for f, share, _ in found}
+    shares = {f.frequency_hz: f.share for f in found}
     kept = one_event(list(shares), shares.__getitem__, same)
-    return [row for row in found if row[0] in kept]
+    return [f for f in found if f.frequency_hz in kept]
 
 
 def one_event(rates_hz: Sequence[float], share: Callable[[float], float],

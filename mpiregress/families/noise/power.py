@@ -74,7 +74,7 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
         return False
     cpu_ns = len(data.times_ns) * float(np.median(data.times_ns))
     folded = folding.slow_periods(stalls, cpu_ns, tick_hz, near_hz=frequency_hz)
-    return any(abs(f - frequency_hz) <= 0.02 * frequency_hz for f, _, _ in folded)
+    return any(abs(f.frequency_hz - frequency_hz) <= 0.02 * frequency_hz for f in folded)
 
 
 def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,

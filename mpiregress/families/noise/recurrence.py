@@ -172,6 +172,37 @@ def held_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int =
     return best, chance, seen, at
 
 
+def idle_shares(stalls: Stalls, period_ns: float, phases_ns: np.ndarray, after_ns: float, window_ns: float
+                ) -> np.ndarray:
+    """For each of ``phases_ns``: the share of the run's cycles in which FWQ did not run from ``after_ns`` to
+    ``after_ns + window_ns`` past it (one stall under way over the whole window). Every cycle counts, not only
+    those in which FWQ held the core at the phase: whatever holds the core for the window shows in all."""
+    cycles = int(stalls.duration_ns // period_ns)
+    if cycles < 1 or not len(stalls.start):
+        return np.zeros(len(phases_ns))
+    a = np.asarray(phases_ns, dtype=np.float64)[:, None] + np.arange(cycles)[None, :] * period_ns + after_ns
+    before = np.searchsorted(stalls.start, a, side="right") - 1
+    return ((before >= 0) & (stalls.end[np.maximum(before, 0)] >= a + window_ns)).mean(axis=1)
+
+
+def idle_at(stalls: Stalls, period_ns: float, phase_ns: float, after_ns: float, window_ns: float,
+            tick_hz: float | None = None) -> tuple[float, float, int]:
+    """(``idle_shares`` at ``phase_ns``; the share a phase taken at random gives, or the tick's other phases, as
+    ``held_at``; the run's cycles)."""
+    cycles = int(stalls.duration_ns // period_ns)
+    if cycles < MIN_CYCLES:
+        return 0.0, 0.0, cycles
+    count = max(8, int(np.ceil(period_ns / TOLERANCE_NS)))
+    grid = (phase_ns + np.arange(count) * period_ns / count) % period_ns
+    visited = tick_phases(period_ns, tick_hz)
+    idle = idle_shares(stalls, period_ns, np.concatenate((grid, (phase_ns + visited) % period_ns)), after_ns,
+                       window_ns)
+    chance = float(np.median(idle[:len(grid)]))
+    if len(visited):
+        chance = max(chance, float(np.median(idle[len(grid):])))
+    return float(idle[0]), chance, cycles
+
+
 def tick_phases(period_ns: float, tick_hz: float | None) -> np.ndarray:
     """The offsets (ns, within the cycle) at which the tick comes back after a phase, when ``period_ns`` is
     a whole number of ticks or of a whole share of one, up to MAX_MULTIPLE (within 1 %; at most
