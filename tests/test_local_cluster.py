@@ -214,12 +214,16 @@ def _assert_cross_node(stdout: str, stderr: str) -> None:
     assert binds == [("node1", 0, "0x1"), ("node2", 0, "0x2")], stderr
 
 
-@pytest.mark.slurm
-def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: LocalCluster, mpi_binary: Path,
-                                                            tmp_path: Path) -> None:
-    out, err = tmp_path / "out", tmp_path / "err"
+# A hung step is tried once more before the test says so: with two test workers (two clusters side by side)
+# the hang came in 2 of 4 suite runs, and a test whose step hung has asserted the ranks only.
+ATTEMPTS = 2
+
+
+def _het_step_alone(cluster: LocalCluster, binary: Path, folder: Path) -> tuple[bool, subprocess.Popen]:
+    """(did the step end, its srun) of one cross-node step without an allocation, its ranks asserted."""
+    out, err = folder / "out", folder / "err"
     with open(out, "w") as o, open(err, "w") as e:
-        proc = subprocess.Popen(het_step(mpi_binary), env=slurm_env(local_cluster), stdout=o, stderr=e)
+        proc = subprocess.Popen(het_step(binary), env=slurm_env(cluster), stdout=o, stderr=e)
     try:
         ended = wait_for(lambda: proc.poll() is not None, lambda: len(ranks(out.read_text())) == 2)
     finally:
@@ -227,22 +231,32 @@ def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: Local
             proc.kill()  # our own srun; its job is cancelled when srun goes
         proc.wait()
     _assert_cross_node(out.read_text(), err.read_text())
-    if not ended:
-        pytest.xfail(KNOWN_HET_HANG)
-    assert proc.returncode == 0, err.read_text()
+    return ended, proc
 
 
 @pytest.mark.slurm
-def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster, mpi_binary: Path,
-                                                     tmp_path: Path) -> None:
+def test_heterogeneous_step_across_nodes_without_allocation(local_cluster: LocalCluster, mpi_binary: Path,
+                                                            tmp_path: Path) -> None:
+    for attempt in range(ATTEMPTS):
+        folder = tmp_path / f"attempt{attempt}"
+        folder.mkdir()
+        ended, proc = _het_step_alone(local_cluster, mpi_binary, folder)
+        if ended:
+            assert proc.returncode == 0, (folder / "err").read_text()
+            return
+    pytest.xfail(f"{KNOWN_HET_HANG}, {ATTEMPTS} times")
+
+
+def _het_step_in_sbatch(cluster: LocalCluster, binary: Path, folder: Path) -> tuple[bool, str, list[str]]:
+    """(did the job end, its id, the job states seen) of one cross-node step in a batch job, its ranks asserted."""
     # --exclusive: with CR_Core a plain `sbatch -N2` owns one core per node and the
     # -c2 components are refused ("More processors requested than permitted").
-    script, out, err = tmp_path / "job.sh", tmp_path / "out", tmp_path / "err"
+    script, out, err = folder / "job.sh", folder / "out", folder / "err"
     # exec: srun is the batch task itself, so a cancel reaches it even if it hangs.
-    script.write_text("#!/bin/sh\nexec " + shlex.join(het_step(mpi_binary)) + "\n")
+    script.write_text("#!/bin/sh\nexec " + shlex.join(het_step(binary)) + "\n")
     script.chmod(0o755)
-    submitted = run(local_cluster, ["sbatch", "--parsable", "-N2", "--exclusive", "--time=1",
-                                    "-o", str(out), "-e", str(err), str(script)], cwd=tmp_path)
+    submitted = run(cluster, ["sbatch", "--parsable", "-N2", "--exclusive", "--time=1",
+                              "-o", str(out), "-e", str(err), str(script)], cwd=folder)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
     # Poll as ReFrame's `squeue` scheduler does, plus `-t all`: without accounting a
@@ -250,7 +264,7 @@ def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster
     seen: list[str] = []
 
     def job_ended() -> bool:
-        state = run(local_cluster, ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"]).stdout.strip()
+        state = run(cluster, ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"]).stdout.strip()
         if not seen or seen[-1] != state:
             seen.append(state)
         return state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
@@ -258,13 +272,26 @@ def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster
     try:
         ended = wait_for(job_ended, lambda: out.exists() and len(ranks(out.read_text())) == 2)
     finally:
-        run(local_cluster, ["scancel", job_id])  # no-op when it ended
+        run(cluster, ["scancel", job_id])  # no-op when it ended
     _assert_cross_node(out.read_text(), err.read_text())
-    if not ended:
-        pytest.xfail(f"{KNOWN_HET_HANG}; job states seen {seen}")
-    assert seen[-1] == "COMPLETED", f"states seen: {seen}; {err.read_text()}"
-    assert set(seen) <= {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED"}, seen
-    assert run(local_cluster, ["squeue", "-h", "-j", job_id, "-o", "%i|%T|%N|%r"]).stdout.strip() == ""
+    return ended, job_id, seen
+
+
+@pytest.mark.slurm
+def test_heterogeneous_step_inside_sbatch_allocation(local_cluster: LocalCluster, mpi_binary: Path,
+                                                     tmp_path: Path) -> None:
+    hung: list[list[str]] = []
+    for attempt in range(ATTEMPTS):
+        folder = tmp_path / f"attempt{attempt}"
+        folder.mkdir()
+        ended, job_id, seen = _het_step_in_sbatch(local_cluster, mpi_binary, folder)
+        if ended:
+            assert seen[-1] == "COMPLETED", f"states seen: {seen}; {(folder / 'err').read_text()}"
+            assert set(seen) <= {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED"}, seen
+            assert run(local_cluster, ["squeue", "-h", "-j", job_id, "-o", "%i|%T|%N|%r"]).stdout.strip() == ""
+            return
+        hung.append(seen)
+    pytest.xfail(f"{KNOWN_HET_HANG}, {ATTEMPTS} times; job states seen {hung}")
 
 
 @pytest.mark.slurm
