@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import archspec.cpu
@@ -68,9 +67,9 @@ def test_dry_run_resolves_the_gompi_2023b_chain_offline(chain, tmp_path: Path):
     assert modules.index("GCC/13.2.0") < modules.index("OpenMPI/4.1.6-GCC-13.2.0") < modules.index("gompi/2023b")
     assert eb.toolchain_versions(chain) == ({"name": "gcc", "version": "13.2.0"},
                                             {"name": "openmpi", "version": "4.1.6"})
-    start = time.monotonic()
-    eb.dependency_chain(EC, prefix=tmp_path)
-    assert time.monotonic() - start < 15
+    # Offline and deterministic: a second dry run in a fresh prefix resolves the same chain. (It was also timed,
+    # under 15 s: no test judges a measured time, which a loaded machine can stretch.)
+    assert [d.module for d in eb.dependency_chain(EC, prefix=tmp_path)] == modules
 
 
 @needs_eb

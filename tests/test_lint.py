@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -63,10 +62,16 @@ def test_the_repository_agrees_with_its_toolchain_file():
         assert what in checked
 
 
-def test_lint_without_easybuild_is_fast():
-    start = time.monotonic()
-    run_lint(REPO_ROOT)
-    assert time.monotonic() - start < 3
+def test_lint_without_easybuild_runs_no_easybuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What takes seconds (EasyBuild's dry run) is not run, and the lint says what it did not compare. (It
+    was a timed assertion, under 3 s, which a loaded CI machine failed at 4.5 s.)"""
+    def not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("EasyBuild was asked")
+
+    monkeypatch.setattr(lint.easybuild, "easyconfig_for", not_run)
+    monkeypatch.setattr(lint.easybuild, "dependency_chain", not_run)
+    report = run_lint(REPO_ROOT)
+    assert any(c.startswith("EasyBuild's resolved stack: not compared") for c in report.checked), report.checked
 
 
 COMMON = Path("spack-envs") / "common.yaml"
