@@ -132,6 +132,24 @@ named 41, said could not 19, silent miss 0 (of 60); one wrong period: a real-tim
 second harmonic (8 Hz) in 1 of 5. The live run's own tally (the first, dropped measure of what a source took)
 had 1 silent miss, a 250 ms source at normal priority that "took 2.8 ms" where the run said 1.9 ms would show:
 1.3 ms by ``taken_us``.
+
+2026-11-28, with the idle window after a fold's phase (folding.judged; its thresholds chosen on noise-keep13 and
+-14, where it named 43 and 44 of 60 where the analysis before it named 40 and 41). Live, the same conditions
+(``--keep noise-keep15``; load 3.4-6.3, median 5.1: this benchmark, two busy loops of mine, for the last third
+the test suite; FWQ kept 10-18 % of its cores):
+
+    injector(s)        normal   fifo10      other periods said
+    13 ms @0             4/5      4/5       controls: the host's 100 Hz on a core in 2 of 15
+    27 ms @0             2/5      5/5       wrong periods: a normal-priority 27 ms source at 54 ms (18.52 Hz)
+    90 ms @0             1/5      5/5       in 3 of 5, a 13 ms one at 26 ms once, 62.34 Hz beside a real-time
+    250 ms @0            0/5      4/5       90 ms source in 2 of 5
+    27@0 + 250@1        9/10     5/10       (the 250 ms source: normal 4 of 5, fifo10 0 of 5)
+
+named 39, said could not 19, silent miss 2 (of 60). The same files judged by the analysis before the idle window
+(``--rejudge`` from a worktree of 1ac3a21): named 34; the five it missed are a real-time 250 ms source alone and
+four normal-priority 250 ms ones beside a 27 ms source (FWQ keeping 18 % there); every other line the same, the
+wrong periods and both silent misses (1 ms every 13 ms) included: on a set it was not tuned on, the idle window
+named 5 more of 60 and said nothing new on any control.
 """
 from __future__ import annotations
 
