@@ -19,7 +19,7 @@ the 90 ms daemon's 37 pulses among 865 onsets ranked below 40 others.)
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -139,24 +139,23 @@ def faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, onse
     """Do the phases a whole share of ``period_ns`` after the event's hold stalls nearly as often (the median
     of them FASTER_SHARE of its share): a faster event (the tick, the host's 100 Hz timer, a daemon the
     spectrum names) recurring at every one of them, not one of this period?"""
+    return any(float(np.median(recurrence.shares_at(stalls, period_ns, FOLD_TOLERANCE_NS, shifted, onsets)[0]))
+               >= FASTER_SHARE * share for shifted in whole_shares(period_ns, phase_ns))
+
+
+def whole_shares(period_ns: float, phase_ns: float) -> Iterator[np.ndarray]:
+    """For each faster period down to FASTEST_NS that ``period_ns`` is a whole number d of: the phases
+    (ns into the cycle) d-1 whole shares of ``period_ns`` after ``phase_ns``, where its events would also be."""
     for d in range(2, int(period_ns // FASTEST_NS) + 1):
-        shifted = (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
-        if float(np.median(recurrence.shares_at(stalls, period_ns, FOLD_TOLERANCE_NS, shifted, onsets)[0])) \
-                >= FASTER_SHARE * share:
-            return True
-    return False
+        yield (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
 
 
 def idle_faster(stalls: Stalls, period_ns: float, phase_ns: float) -> bool:
     """Is the core as idle after the phases a whole share of ``period_ns`` after the event's (the median of them
     MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``faster``'s onsets: at the
     tick's busiest phase the load's slices start at every tick, and would explain any period there.)"""
-    for d in range(2, int(period_ns // FASTEST_NS) + 1):
-        shifted = (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
-        if float(np.median(recurrence.idle_shares(stalls, period_ns, shifted, IDLE_AFTER_NS, IDLE_WINDOW_NS))) \
-                >= MIN_IDLE_SHARE:
-            return True
-    return False
+    return any(float(np.median(recurrence.idle_shares(stalls, period_ns, shifted, IDLE_AFTER_NS, IDLE_WINDOW_NS)))
+               >= MIN_IDLE_SHARE for shifted in whole_shares(period_ns, phase_ns))
 
 
 def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
@@ -206,18 +205,16 @@ def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float 
     if share < recurrence.MIN_HIT_SHARE:
         return None
     if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
-        fold = Fold(1e9 / period_ns, share, cycles)
-    else:
-        # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step
-        # either side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
-        idle, idle_chance, every, phase = max(
-            (*recurrence.idle_at(stalls, period_ns, phase + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz),
-             phase + shift) for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
-        if idle < MIN_IDLE_SHARE or recurrence.chance_of(idle, every, idle_chance) > IDLE_MAX_CHANCE \
-                or idle_faster(stalls, period_ns, phase):
-            return None
-        return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every))
-    return None if faster(stalls, period_ns, phase, share, onsets) else fold
+        return None if faster(stalls, period_ns, phase, share, onsets) else Fold(1e9 / period_ns, share, cycles)
+    # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step either
+    # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
+    idle, idle_chance, every, phase = max(
+        (*recurrence.idle_at(stalls, period_ns, phase + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz),
+         phase + shift) for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
+    if idle < MIN_IDLE_SHARE or recurrence.chance_of(idle, every, idle_chance) > IDLE_MAX_CHANCE \
+            or idle_faster(stalls, period_ns, phase):
+        return None
+    return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every))
 
 
 def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:

@@ -159,17 +159,28 @@ def held_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int =
     onsets = stalls.start if onsets is None else onsets
     if int(stalls.duration_ns // period_ns) < MIN_CYCLES or not len(onsets):
         return 0.0, 0.0, 0, 0.0
-    phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
-    grid = np.arange(phases) * period_ns / phases
+    grid = phase_grid(period_ns, tolerance_ns, phases)
     share, observable = shares_at(stalls, period_ns, tolerance_ns, grid, onsets)
     i = int(np.argmax(share))                    # the first of equal bests, as max() over the phases gave
     best, seen, at = float(share[i]), int(observable[i]), float(grid[i])
-    chance = float(np.median(share))
     visited = tick_phases(period_ns, tick_hz)
-    if len(visited):
-        others = shares_at(stalls, period_ns, tolerance_ns, (at + visited) % period_ns, onsets)[0]
-        chance = max(chance, float(np.median(others)))
-    return best, chance, seen, at
+    others = shares_at(stalls, period_ns, tolerance_ns, (at + visited) % period_ns, onsets)[0] if len(visited) \
+        else np.zeros(0)
+    return best, chance_at(share, others), seen, at
+
+
+def phase_grid(period_ns: float, tolerance_ns: float, phases: int = 0) -> np.ndarray:
+    """The phases (ns into the cycle) a period is folded at: ``phases`` of them, or one per ``tolerance_ns``
+    (at least 8)."""
+    phases = phases or max(8, int(np.ceil(period_ns / tolerance_ns)))
+    return np.arange(phases) * period_ns / phases
+
+
+def chance_at(random_phases: np.ndarray, tick_phases_: np.ndarray) -> float:
+    """What a phase taken at random holds (the median of ``random_phases``), or, where the period is a whole
+    number of ticks, the tick's other phases (the median of ``tick_phases_``), whichever is more."""
+    chance = float(np.median(random_phases))
+    return max(chance, float(np.median(tick_phases_))) if len(tick_phases_) else chance
 
 
 def idle_shares(stalls: Stalls, period_ns: float, phases_ns: np.ndarray, after_ns: float, window_ns: float
@@ -192,15 +203,10 @@ def idle_at(stalls: Stalls, period_ns: float, phase_ns: float, after_ns: float, 
     cycles = int(stalls.duration_ns // period_ns)
     if cycles < MIN_CYCLES:
         return 0.0, 0.0, cycles
-    count = max(8, int(np.ceil(period_ns / TOLERANCE_NS)))
-    grid = (phase_ns + np.arange(count) * period_ns / count) % period_ns
-    visited = tick_phases(period_ns, tick_hz)
-    idle = idle_shares(stalls, period_ns, np.concatenate((grid, (phase_ns + visited) % period_ns)), after_ns,
-                       window_ns)
-    chance = float(np.median(idle[:len(grid)]))
-    if len(visited):
-        chance = max(chance, float(np.median(idle[len(grid):])))
-    return float(idle[0]), chance, cycles
+    grid = (phase_ns + phase_grid(period_ns, TOLERANCE_NS)) % period_ns
+    visited = (phase_ns + tick_phases(period_ns, tick_hz)) % period_ns
+    idle = idle_shares(stalls, period_ns, np.concatenate((grid, visited)), after_ns, window_ns)
+    return float(idle[0]), chance_at(idle[:len(grid)], idle[len(grid):]), cycles
 
 
 def tick_phases(period_ns: float, tick_hz: float | None) -> np.ndarray:
