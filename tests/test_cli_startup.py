@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from shared import REPO
@@ -64,8 +65,23 @@ def test_sigusr2_prints_where_every_thread_of_a_command_is_and_it_carries_on() -
     blocked in), on stderr, and the command goes on to its own end."""
     proc = subprocess.Popen([sys.executable, "-m", "mpiregress", "step-watch", "--limit", "60", "--", "sleep", "3"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # Not a fixed wait: on a loaded machine the interpreter took over 1.5 s to install its handler, and the
+    # signal's default action ended it (a CI run, 2026-11-28). Signal once the kernel says it is caught.
+    assert wait_until_caught(proc, signal.SIGUSR2), "the command never caught SIGUSR2"
     os.kill(proc.pid, signal.SIGUSR2)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, out + err
     assert "most recent call first" in err and "stepwatch.py" in err, err
+
+
+def wait_until_caught(proc: subprocess.Popen, signum: int, limit_s: float = 120.0) -> bool:
+    """Wait until ``proc`` has a handler for ``signum`` (its SigCgt mask in /proc); False if it ended first or
+    ``limit_s`` passed."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught >> (signum - 1) & 1:
+            return True
+        time.sleep(0.05)
+    return False
