@@ -63,25 +63,29 @@ def test_the_run_command_and_the_check_files_load_no_plotting_or_scipy():
 def test_sigusr2_prints_where_every_thread_of_a_command_is_and_it_carries_on() -> None:
     """`kill -USR2 <pid>`: the stacks of a command that is slow to answer (from C, whatever its main thread is
     blocked in), on stderr, and the command goes on to its own end."""
-    proc = subprocess.Popen([sys.executable, "-m", "mpiregress", "step-watch", "--limit", "60", "--", "sleep", "3"],
+    proc = subprocess.Popen([sys.executable, "-m", "mpiregress", "step-watch", "--limit", "60", "--", "sleep", "5"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Not a fixed wait: on a loaded machine the interpreter took over 1.5 s to install its handler, and the
-    # signal's default action ended it (a CI run, 2026-11-28). Signal once the kernel says it is caught.
-    assert wait_until_caught(proc, signal.SIGUSR2), "the command never caught SIGUSR2"
+    # Not a fixed wait: on a loaded machine the interpreter took over 1.5 s to install its handler (the signal's
+    # default action ended it), and in another CI run it was still building its parser when the signal came
+    # (2026-11-28). Signal once the command has started its step, waiting in the step watcher.
+    assert wait_for_child(proc), "the command never started its step"
     os.kill(proc.pid, signal.SIGUSR2)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, out + err
     assert "most recent call first" in err and "stepwatch.py" in err, err
 
 
-def wait_until_caught(proc: subprocess.Popen, signum: int, limit_s: float = 120.0) -> bool:
-    """Wait until ``proc`` has a handler for ``signum`` (its SigCgt mask in /proc); False if it ended first or
+def wait_for_child(proc: subprocess.Popen, limit_s: float = 120.0) -> bool:
+    """Wait until ``proc`` has a child process (a /proc entry whose parent it is); False if it ended first or
     ``limit_s`` passed."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and proc.poll() is None:
-        status = Path(f"/proc/{proc.pid}/status").read_text()
-        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
-        if caught >> (signum - 1) & 1:
-            return True
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:        # the process ended while we looked
+                continue
+            if int(fields[1]) == proc.pid:
+                return True
         time.sleep(0.05)
     return False

@@ -129,7 +129,8 @@ def test_a_faster_event_is_not_named_again_at_a_whole_multiple() -> None:
 
 def test_a_beats_comb_whose_fundamental_does_not_recur_is_named_at_the_multiple_it_has_a_line_at() -> None:
     """A 13 ms daemon on a crowded core: the spectrum's comb sits 19.2 Hz apart (52 ms, its beat with the 4 ms
-    tick), whose phases a crowded core fills; its stalls recur every 13 ms, where the comb has its 4th line."""
+    tick), whose phases a crowded core fills; its stalls recur every 13 ms, where the comb has its 4th line (its
+    12th where the spectrum reads the comb 6.41 Hz apart)."""
     stalls = recurrence.stalls_over(rank(loaded_core(7, daemon_ns=13_000_000, spin_ns=1_000_000)),
                                     analysis.DEFAULT_THRESHOLD_FRACTION)
     bin_hz = 1e9 / stalls.duration_ns
@@ -137,6 +138,12 @@ def test_a_beats_comb_whose_fundamental_does_not_recur_is_named_at_the_multiple_
     assert recurrence.fundamental(stalls, 1000 / 52, bin_hz, 250.0) == (1000 / 52, 0.0)    # no line: no guess
     frequency, share = recurrence.fundamental(stalls, 1000 / 52, bin_hz, 250.0, lines=[1000 / 26, 1000 / 13])
     assert abs(frequency - 1000 / 13) < 0.01 and share >= recurrence.MIN_HIT_SHARE
+    # A comb read 6.41 Hz apart (156 ms, 39 ticks: a real crowded core's slices turning over every three ticks):
+    # every 13 ms is its 12th line, past the MAX_MULTIPLE of other rates.
+    assert recurrence.hit_share(stalls, 1000 / 156, bin_hz, tick_hz=250.0) == 0.0
+    frequency, share = recurrence.fundamental(stalls, 1000 / 156, bin_hz, 250.0, lines=[1000 / 13])
+    assert abs(frequency - 1000 / 13) < 0.01
+    assert share >= recurrence.MIN_HIT_SHARE
 
 
 @pytest.mark.parametrize(("period_ms", "phases"), [(90.0, 44), (6.0, 2), (40 / 3, 9), (8.0, 1), (7.1, 0)])

@@ -49,9 +49,14 @@ MULTIPLE_SLACK = 0.05
 BEAT_RATIO_SLACK = 0.05
 # The tick's phases an event must stand out from, at most (tick_phases).
 MAX_TICK_PHASES = 256
-# A refused line's multiples are tried too (beat_multiple): up to MAX_MULTIPLE more intervals per line, each
-# held to this tail.
+# A refused line's multiples are tried too (beat_multiple): up to BEAT_MAX_MULTIPLE more intervals per line
+# where the comb has a line, each held to this tail.
 BEAT_MAX_CHANCE = 1e-9
+# A beat's comb (a rate the tick is a whole multiple of) is raised to its multiples up to this one (``faster``,
+# ``beat_multiple``): a real-time 13 ms daemon's comb was 6.41 Hz apart in 1 run of 5 (156 ms, 39 ticks: the
+# load's slices turning over every three), its line every 13 ms the 12th, and the run named nothing
+# (benchmarks/noise_injected.py, noise-keep15).
+BEAT_MAX_MULTIPLE = 16
 # Candidate intervals tried across one spectral bin around the line.
 REFINE_STEPS = 21
 # Kernel tick rates (CONFIG_HZ) Linux is built with; the tick interrupts nearly every jiffy of a busy core.
@@ -295,7 +300,7 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
 def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
                   lines: Sequence[float] = ()) -> tuple[float, float]:
     """(frequency, hit share) of the event behind a beat's comb whose own fundamental does not recur: the
-    multiple of ``frequency_hz`` (below the tick, up to MAX_MULTIPLE) at which the comb has a line (``lines``)
+    multiple of ``frequency_hz`` (below the tick, up to BEAT_MAX_MULTIPLE) at which the comb has a line (``lines``)
     and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple of it.
 
     A daemon woken every 13 ms at normal priority on a crowded core, run on the 4 ms tick's slices, leaves
@@ -306,7 +311,7 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     none = (frequency_hz, 0.0)
     if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
         return none
-    lined = [k for k in range(2, MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)
+    lined = [k for k in range(2, BEAT_MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)
              and any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
     held_at_multiple = [(frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz,
                                                      most_chance=BEAT_MAX_CHANCE)) for k in lined]
@@ -320,7 +325,7 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
 def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
            tick_hz: float | None = None) -> tuple[float, float]:
     """(frequency, hit share) of the event whose stalls recur at ``frequency_hz`` in ``share`` of its cycles:
-    the highest whole multiple of it (up to MAX_MULTIPLE, below the tick) at which they still recur as often.
+    the highest whole multiple of it (up to BEAT_MAX_MULTIPLE, below the tick) at which they still recur as often.
 
     Stalls that come back every period T also come back every 2T, 4T ...: the time domain confirms every
     sub-multiple of an event's rate. The spectrum of a daemon at normal priority gives such a sub-multiple:
@@ -332,7 +337,7 @@ def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
     # multiple may be held by another event's stalls (a 90 ms daemon's 30 ms by the host's 100 Hz timer).
     if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
         return best
-    for k in range(2, MAX_MULTIPLE + 1):
+    for k in range(2, BEAT_MAX_MULTIPLE + 1):
         f = frequency_hz * k
         if tick_hz and f >= tick_hz * (1 - 0.01):
             break
