@@ -150,6 +150,13 @@ named 39, said could not 19, silent miss 2 (of 60). The same files judged by the
 four normal-priority 250 ms ones beside a 27 ms source (FWQ keeping 18 % there); every other line the same, the
 wrong periods and both silent misses (1 ms every 13 ms) included: on a set it was not tuned on, the idle window
 named 5 more of 60 and said nothing new on any control.
+
+Then, with a beat's comb asked up to its 16th line (recurrence.BEAT_MAX_MULTIPLE; by named events per file, not
+``--rejudge``): named 40, silent 1 (a real-time 13 ms source whose comb the spectrum read 6.41 Hz apart, its
+13 ms the 12th line); the 70 kept controls of noise-keep11..15 and -13-loc and this set's other 40 injected runs
+name what they named before. Tried and left out the same day: the half phase as the test of a source seen in
+only some of its cycles (docs/noise.md): it named the three 27 ms sources at 27 ms and lost all five real-time
+90 ms ones.
 """
 from __future__ import annotations
 
