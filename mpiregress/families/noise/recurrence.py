@@ -42,8 +42,11 @@ MAX_CHANCE = 1e-4
 MIN_CHANCE = 0.05
 # A fraction of the spectrum's frequency is the event's when its cycles hold a stall this much more often.
 FUNDAMENTAL_GAIN = 0.25
-# A multiple of a confirmed rate is the event's when its cycles hold a stall nearly as often (``faster``).
+# Two of a core's rates, one a whole multiple of the other up to this, are one event's (analysis.without_harmonics,
+# folded_periods); a period a whole number of ticks or of shares of one down to this has the tick's phases.
 MAX_MULTIPLE = 8
+# A multiple of a beat's rate is the event's when its cycles hold a stall nearly as often (``faster``,
+# ``beat_multiple``).
 MULTIPLE_SLACK = 0.05
 # The tick's rate over a beat's is a whole number within this (the spectrum's line is good to a part in 10^3).
 BEAT_RATIO_SLACK = 0.05
