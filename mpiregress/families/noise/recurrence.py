@@ -312,10 +312,8 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     13 ms, holds a stall at one phase in 95 % of the cycles FWQ could see (benchmarks/noise_injected.py,
     FWQ keeping 14 % of its core)."""
     none = (frequency_hz, 0.0)
-    if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
-        return none
-    lined = [k for k in range(2, BEAT_MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)
-             and any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
+    lined = [k for k in beat_multiples(frequency_hz, tick_hz)
+             if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
     held_at_multiple = [(frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz,
                                                      most_chance=BEAT_MAX_CHANCE)) for k in lined]
     most = max((share for _, share in held_at_multiple), default=0.0)
@@ -336,18 +334,21 @@ def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
     least common multiple), a comb spaced 19.2 Hz whose fundamental is no event (benchmarks/noise_injected.py).
     The event's own rate is the fastest at which nearly every cycle still holds a stall."""
     best = (frequency_hz, share)
-    # Only the beat's signature: a rate the tick is a whole multiple of (250 Hz / 19.23 Hz = 13). Elsewhere a
-    # multiple may be held by another event's stalls (a 90 ms daemon's 30 ms by the host's 100 Hz timer).
-    if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
-        return best
-    for k in range(2, BEAT_MAX_MULTIPLE + 1):
-        f = frequency_hz * k
-        if tick_hz and f >= tick_hz * (1 - 0.01):
-            break
-        higher = hit_share(stalls, f, bin_hz * k, tick_hz=tick_hz)
+    for k in beat_multiples(frequency_hz, tick_hz):
+        higher = hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz)
         if higher >= share - MULTIPLE_SLACK:
-            best = (f, higher)
+            best = (frequency_hz * k, higher)
     return best
+
+
+def beat_multiples(frequency_hz: float, tick_hz: float | None) -> list[int]:
+    """The whole multiples (2 up to BEAT_MAX_MULTIPLE, below the tick) a beat's rate is raised to (``faster``,
+    ``beat_multiple``); none where ``frequency_hz`` has no beat's signature: a rate the tick is a whole multiple
+    of (250 Hz / 19.23 Hz = 13). Elsewhere a multiple may be held by another event's stalls (a 90 ms daemon's
+    30 ms by the host's 100 Hz timer)."""
+    if not tick_hz or abs(tick_hz / frequency_hz - round(tick_hz / frequency_hz)) > BEAT_RATIO_SLACK:
+        return []
+    return [k for k in range(2, BEAT_MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)]
 
 
 def tick_hz(stalls: Stalls) -> float | None:
