@@ -155,3 +155,31 @@ def test_the_tick_comes_back_at_few_phases_of_a_period_a_whole_number_of_its_sha
     assert len(offsets) == phases
     assert all(abs(o / 4e6 - round(o / 4e6)) < 1e-9 for o in offsets)
     assert recurrence.tick_phases(period_ms * 1e6, None).size == 0
+
+
+def stalls_at(onsets_ns: np.ndarray, length_ns: float, duration_ns: float) -> recurrence.Stalls:
+    onsets_ns = np.sort(onsets_ns)
+    return recurrence.Stalls(onsets_ns, onsets_ns + length_ns, np.full(len(onsets_ns), length_ns / 1e3), duration_ns)
+
+
+def test_a_rate_just_off_a_whole_number_of_ticks_held_by_the_ticks_slices_is_no_event() -> None:
+    """16.04 ms is 4.01 ticks: its wide window drifts over the tick's phases in a run, and slices handed out on
+    the tick fall into it cycle after cycle (62.34 Hz beside a real-time 90 ms daemon, noise-keep15). Those stalls
+    start at one phase of the tick; a daemon's keep its own period's phase and spread over the tick's."""
+    rng = np.random.default_rng(3)
+    duration, period = 12e9, 16.04e6
+    ticks = np.arange(TICK_NS, duration, TICK_NS)
+    slices = ticks[rng.random(len(ticks)) < 0.5]
+    slices = slices + rng.integers(0, 20_000, len(slices))
+    daemon = np.arange(1.3e6, duration, period)
+    daemon = daemon + rng.integers(0, 50_000, len(daemon))
+    tolerance = recurrence.TICK_MULTIPLE_TOLERANCE_SHARE * period
+    locked = stalls_at(slices, 500_000, duration)
+    assert recurrence.whole_ticks(period, 250.0) == 4
+    assert recurrence.tick_locked(locked, locked.start, period, 0.0, tolerance, 250.0)
+    assert recurrence.hit_share(locked, 1e9 / period, 1e9 / duration, tick_hz=250.0) == 0.0
+    both = stalls_at(np.concatenate((slices, daemon)), 200_000, duration)
+    assert not recurrence.tick_locked(both, both.start, period, 1.3e6, tolerance, 250.0)
+    assert recurrence.hit_share(both, 1e9 / period, 1e9 / duration, tick_hz=250.0) >= recurrence.MIN_HIT_SHARE
+    # At the whole number itself the window keeps its phase of the tick all run: the tick's phases judge it.
+    assert not recurrence.tick_locked(locked, locked.start, 16e6, 0.0, tolerance, 250.0)
