@@ -157,6 +157,24 @@ Then, with a beat's comb asked up to its 16th line (recurrence.BEAT_MAX_MULTIPLE
 name what they named before. Tried and left out the same day: the half phase as the test of a source seen in
 only some of its cycles (docs/noise.md): it named the three 27 ms sources at 27 ms and lost all five real-time
 90 ms ones.
+
+Then, with a line a little off a whole number of ticks refused where its stalls start at one phase of the tick
+(recurrence.tick_locked): noise-keep15's two 62.34 Hz lines beside a real-time 90 ms source are gone, every other
+line of the 140 files above the same (one keep13-loc control, written by an FWQ build from before the jiffy was
+recorded, read a 611 kHz "tick" and named the tick's 750 Hz: now nothing). Live the same afternoon
+(``--periods 90,27 --pairs ""``, load 4.0-7.2, median 5.3: this benchmark, two busy loops of mine for
+its first ten minutes, the test suite after them; FWQ kept 10-16 % of its cores; ``--keep noise-keep17``):
+
+    injector(s)        normal   fifo10      other periods said
+    27 ms @0             5/5      5/5       none (15 controls included)
+    90 ms @0             2/5      4/5       normal 90 ms: could not 2, silent 1 (the power said 0.26 ms would
+                                            have shown, the daemon took 1.8 ms); fifo10: could not 1
+
+And the length: normal-priority 90 and 250 ms, 5 runs each with controls, at 6 s (``--iterations 600000``,
+load 1.5-6.0, FWQ keeping 9-52 %): 90 ms 5/5, 250 ms 0/5 (the power: the smallest event it would
+name 1.9-9.9 ms, above the 0.6-3.3 ms the daemons took), one control named
+5.81 Hz, now refused by tick_locked; at 3 s right after (load 5.0-7.2, FWQ keeping 8-18 %): 90 ms 4/5, 250 ms
+0/5. A longer run did not name the 250 ms daemons, and the local system keeps 3 s.
 """
 from __future__ import annotations
 
