@@ -626,11 +626,17 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
 def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: tuple[Period, ...]
                    ) -> tuple[Period, ...]:
     """``periods`` (the spectrum's, confirmed) with the slow periods the stalls recur at by folding
-    (folding.slow_periods) added, each not within 2 % of one already named. A spectral period at a whole
-    multiple of the rate of one the fold names or confirms (folding.holds) (up to recurrence.MAX_MULTIPLE: the
-    host's 100 Hz timer stays beside a 4 Hz event) is that event's harmonic, and goes: the fold names a period
-    only when the stalls do not recur at its whole shares (a 250 ms source the spectrum told at 20 Hz, its 5th
-    line, holds 11 of 11 cycles at one phase of 250 ms and none at the phases 50 ms after it)."""
+    (folding.slow_periods) added, each not within 2 % of one already named.
+
+    A spectral period faster than the fold searches (folding.MIN_PERIOD_NS) at a whole multiple of the rate of
+    one the fold names or confirms (folding.holds) (up to recurrence.MAX_MULTIPLE: the host's 100 Hz timer
+    stays beside a 4 Hz event) is that event's harmonic, and goes: the fold names a period only when the stalls
+    do not recur at its whole shares (a 250 ms source the spectrum told at 20 Hz, its 5th line, holds 11 of 11
+    cycles at one phase of 250 ms and none at the phases 50 ms after it; a 27 ms one's comb raised to 13.5 ms
+    beside the fold's 27 ms in noise-keep15). From MIN_PERIOD_NS up both searched, and ``without_harmonics``
+    weighs the share of its cycles each holds: a 27 ms daemon at normal priority, its stalls within the fold's
+    0.3 ms of one phase only in every other cycle, was told at the fold's 54 ms with its 37.04 Hz line dropped
+    in 3 runs of 5 of noise-keep15."""
     folded: list[Period] = []
     for fold in folding.slow_periods(stalls, cpu_ns, tick):
         frequency = fold.frequency_hz
@@ -638,9 +644,10 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
             folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
                                  folded=(int(round(fold.share * fold.cycles)), fold.cycles, *(fold.idle or ()))))
     events = folded + [p for p in periods if folding.holds(stalls, p.frequency_hz, tick)]
-    kept = tuple(p for p in periods if not any(_multiple(p.frequency_hz, f.frequency_hz)
-                                               and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz
-                                               for f in events))
+    kept = tuple(p for p in periods
+                 if 1e9 / p.frequency_hz >= folding.MIN_PERIOD_NS
+                 or not any(_multiple(p.frequency_hz, f.frequency_hz)
+                            and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz for f in events))
     return kept + tuple(folded)
 
 

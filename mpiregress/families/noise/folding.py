@@ -119,8 +119,9 @@ def candidates(onsets_ns: np.ndarray, duration_ns: float, shortest_ns: float, lo
         ratio = periods * rate / 1e9
         score[(np.round(ratio) >= 1) & (np.abs(ratio - np.round(ratio)) <= RATIO_SLACK * np.round(ratio))] = -np.inf
     out: list[float] = []
+    # A pile-up past the float's tail (logsf -inf: +inf here) ranks first, as it is; only the notched end it.
     for i in np.argsort(-score):
-        if not np.isfinite(score[i]) or len(out) == CANDIDATES:
+        if score[i] == -np.inf or len(out) == CANDIDATES:
             break
         if all(abs(periods[i] - q) > 0.02 * q for q in out):
             out.append(float(periods[i]))
