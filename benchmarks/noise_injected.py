@@ -175,6 +175,18 @@ load 1.5-6.0, FWQ keeping 9-52 %): 90 ms 5/5, 250 ms 0/5 (the power: the smalles
 name 1.9-9.9 ms, above the 0.6-3.3 ms the daemons took), one control named
 5.81 Hz, now refused by tick_locked; at 3 s right after (load 5.0-7.2, FWQ keeping 8-18 %): 90 ms 4/5, 250 ms
 0/5. A longer run did not name the 250 ms daemons, and the local system keeps 3 s.
+
+With a spectral period from 20 ms up no longer dropped as the harmonic of a fold at a whole fraction of its rate
+(analysis.folded_periods; noise-keep15's three normal-priority 27 ms runs named at 54 ms now at 27 ms, nothing
+else changed in the 215 kept files of noise-keep11..17), live at normal priority, 5 runs each (2026-11-28
+evening, ``--priorities normal``): beside the full test suite (load 1.1-3.2, FWQ keeping 30-52 %;
+``--keep noise-keep18``) 27 and 90 ms 5/5 each, nothing in 10 controls; with three busy loops of mine (load
+3.7-4.7, FWQ keeping 14 %; ``--keep noise-keep19``):
+
+    injector(s)        normal     other periods said
+    27 ms @0             5/5      none (10 controls included)
+    90 ms @0             3/5      could not 2 (the power: "none" at 90 ms), silent 0
+    250 ms @0            1/5      could not 4 (the power: "none" or 6.6 ms, the daemons took 0.4-1.9 ms), silent 0
 """
 from __future__ import annotations
 

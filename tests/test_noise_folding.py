@@ -10,6 +10,7 @@ from mpiregress.families.noise import analysis, findings, folding, fwqfile, recu
 
 QUANTUM_NS = 10_000
 TICK_NS = 4_000_000
+DURATION_NS = 12e9
 
 
 def loaded_core(seed: int, daemon_ns: int = 0, spin_ns: int = 2_000_000, iterations: int = 300_000,
@@ -162,17 +163,24 @@ def stalls_at(onsets_ns: np.ndarray, length_ns: float, duration_ns: float) -> re
     return recurrence.Stalls(onsets_ns, onsets_ns + length_ns, np.full(len(onsets_ns), length_ns / 1e3), duration_ns)
 
 
+def slices_and_daemon(seed: int, period_ns: float, late_ns: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Onsets over DURATION_NS: the slices handed out at half the ticks (within 20 us of them), and a daemon's
+    every ``period_ns`` from 1.3 ms (within 50 us; ``late_ns`` later in alternate cycles)."""
+    rng = np.random.default_rng(seed)
+    ticks = np.arange(TICK_NS, DURATION_NS, TICK_NS)
+    slices = ticks[rng.random(len(ticks)) < 0.5]
+    slices = slices + rng.integers(0, 20_000, len(slices))
+    daemon = np.arange(1.3e6, DURATION_NS, period_ns)
+    daemon = daemon + np.where(np.arange(len(daemon)) % 2, late_ns, 0) + rng.integers(0, 50_000, len(daemon))
+    return slices, daemon
+
+
 def test_a_rate_just_off_a_whole_number_of_ticks_held_by_the_ticks_slices_is_no_event() -> None:
     """16.04 ms is 4.01 ticks: its wide window drifts over the tick's phases in a run, and slices handed out on
     the tick fall into it cycle after cycle (62.34 Hz beside a real-time 90 ms daemon, noise-keep15). Those stalls
     start at one phase of the tick; a daemon's keep its own period's phase and spread over the tick's."""
-    rng = np.random.default_rng(3)
-    duration, period = 12e9, 16.04e6
-    ticks = np.arange(TICK_NS, duration, TICK_NS)
-    slices = ticks[rng.random(len(ticks)) < 0.5]
-    slices = slices + rng.integers(0, 20_000, len(slices))
-    daemon = np.arange(1.3e6, duration, period)
-    daemon = daemon + rng.integers(0, 50_000, len(daemon))
+    duration, period = DURATION_NS, 16.04e6
+    slices, daemon = slices_and_daemon(3, period)
     tolerance = recurrence.TICK_MULTIPLE_TOLERANCE_SHARE * period
     locked = stalls_at(slices, 500_000, duration)
     assert recurrence.whole_ticks(period, 250.0) == 4
@@ -191,13 +199,8 @@ def test_a_source_the_spectrum_names_is_not_given_up_for_the_folds_period_twice_
     between, in 3 runs of 5 of noise-keep15. Every 54 ms cycle holds a stall within the fold's 0.3 ms of one
     phase, every 27 ms one within the spectrum's 2 % of its own: both hold all their cycles, and the faster
     is the event. (The fold's screen found nothing here at first: its pile-up was past the float's tail.)"""
-    rng = np.random.default_rng(5)
-    duration, period = 12e9, 27e6
-    ticks = np.arange(TICK_NS, duration, TICK_NS)
-    slices = ticks[rng.random(len(ticks)) < 0.5]
-    slices = slices + rng.integers(0, 20_000, len(slices))
-    daemon = np.arange(1.3e6, duration, period)
-    daemon = daemon + np.where(np.arange(len(daemon)) % 2, 800_000, 0) + rng.integers(0, 50_000, len(daemon))
+    duration, period = DURATION_NS, 27e6
+    slices, daemon = slices_and_daemon(5, period, late_ns=800_000)
     stalls = stalls_at(np.concatenate((slices, daemon)), 300_000, duration)
     folded = folding.slow_periods(stalls, duration, 250.0)
     assert [round(1000 / f.frequency_hz) for f in folded] == [54]
