@@ -643,9 +643,15 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
         if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *folded)):
             folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
                                  folded=(int(round(fold.share * fold.cycles)), fold.cycles, *(fold.idle or ()))))
-    events = folded + [p for p in periods if folding.holds(stalls, p.frequency_hz, tick)]
+
+    def unsearched(p: Period) -> bool:      # faster than the fold searches: the only periods that can go
+        return 1e9 / p.frequency_hz < folding.MIN_PERIOD_NS
+
+    # The fold's test of the others (a fold each) is run only when one of them could go.
+    events = folded + [p for p in periods
+                       if any(map(unsearched, periods)) and folding.holds(stalls, p.frequency_hz, tick)]
     kept = tuple(p for p in periods
-                 if 1e9 / p.frequency_hz >= folding.MIN_PERIOD_NS
+                 if not unsearched(p)
                  or not any(_multiple(p.frequency_hz, f.frequency_hz)
                             and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz for f in events))
     return kept + tuple(folded)
