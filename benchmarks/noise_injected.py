@@ -409,7 +409,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rejudge:
         return rejudge(args.rejudge)
-    periods = [float(p) for p in args.periods.split(",")]
+    periods = [float(p) for p in args.periods.split(",") if p]
     pairs = [(float(a), float(b)) for a, b in (p.split(":") for p in args.pairs.split(",") if p)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
