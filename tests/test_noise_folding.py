@@ -128,51 +128,23 @@ def test_a_faster_event_is_not_named_again_at_a_whole_multiple() -> None:
     assert not any(abs(1000 / f.frequency_hz - 90) < 2 or abs(1000 / f.frequency_hz - 60) < 2 for f in found), found
 
 
-def test_a_beats_comb_whose_fundamental_does_not_recur_is_named_at_the_fastest_multiple_every_cycle_holds() -> None:
+def test_a_beats_comb_whose_fundamental_does_not_recur_is_named_at_the_multiple_it_has_a_line_at() -> None:
     """A 13 ms daemon on a crowded core: the spectrum's comb sits 19.2 Hz apart (52 ms, its beat with the 4 ms
-    tick), whose phases a crowded core fills; its stalls recur every 13 ms, the comb's 4th multiple, whether or
-    not the comb has a line there (its 12th where the spectrum reads the comb 6.41 Hz apart)."""
+    tick), whose phases a crowded core fills; its stalls recur every 13 ms, where the comb has its 4th line (its
+    12th where the spectrum reads the comb 6.41 Hz apart)."""
     stalls = recurrence.stalls_over(rank(loaded_core(7, daemon_ns=13_000_000, spin_ns=1_000_000)),
                                     analysis.DEFAULT_THRESHOLD_FRACTION)
     bin_hz = 1e9 / stalls.duration_ns
     assert recurrence.hit_share(stalls, 1000 / 52, bin_hz, tick_hz=250.0) == 0.0
-    frequency, share = recurrence.fundamental(stalls, 1000 / 52, bin_hz, 250.0)
+    assert recurrence.fundamental(stalls, 1000 / 52, bin_hz, 250.0) == (1000 / 52, 0.0)    # no line: no guess
+    frequency, share = recurrence.fundamental(stalls, 1000 / 52, bin_hz, 250.0, lines=[1000 / 26, 1000 / 13])
     assert abs(frequency - 1000 / 13) < 0.01 and share >= recurrence.MIN_HIT_SHARE
     # A comb read 6.41 Hz apart (156 ms, 39 ticks: a real crowded core's slices turning over every three ticks):
-    # every 13 ms is its 12th multiple, past the MAX_MULTIPLE of other rates.
+    # every 13 ms is its 12th line, past the MAX_MULTIPLE of other rates.
     assert recurrence.hit_share(stalls, 1000 / 156, bin_hz, tick_hz=250.0) == 0.0
-    frequency, share = recurrence.fundamental(stalls, 1000 / 156, bin_hz, 250.0)
+    frequency, share = recurrence.fundamental(stalls, 1000 / 156, bin_hz, 250.0, lines=[1000 / 13])
     assert abs(frequency - 1000 / 13) < 0.01
     assert share >= recurrence.MIN_HIT_SHARE
-    # A rate with no beat's signature (the tick no whole multiple of it) is not raised.
-    assert recurrence.fundamental(stalls, 1000 / 53, bin_hz, 250.0) == (1000 / 53, 0.0)
-
-
-def test_a_multiple_held_in_most_cycles_but_not_in_each_of_its_cycles_within_the_beat_is_no_event() -> None:
-    """The load's slices follow a daemon's beat with the tick, and FWQ is seldom running at some of the beat's
-    phases: every 52 ms, a 13 ms daemon's four stalls, a slice starting 17.33 ms in, and another from 33 to 35.5 ms
-    (in all but one beat of 20). Every 17.33 ms (the beat's 3rd multiple) then holds 98 % of the
-    cycles FWQ could see, all of them in two of its three places in the beat and none in the third; every
-    13 ms holds each of its four (as in noise-keep20, where the analysis named 17.33 ms for such a daemon)."""
-    beat, beats = 52_000_000, 400
-    starts, ends = [], []
-    for j in range(beats):
-        at = j * beat
-        pieces = [(0, 1_000_000), (13_000_000, 1_000_000), (17_333_333, 500_000), (26_000_000, 1_000_000),
-                  (39_000_000, 1_000_000)] + ([(33_000_000, 2_500_000)] if j % 20 else [])
-        for offset, length in sorted(pieces):
-            starts.append(at + offset)
-            ends.append(at + offset + length)
-    start, end = np.array(starts, dtype=np.float64), np.array(ends, dtype=np.float64)
-    stalls = recurrence.Stalls(start, end, (end - start) / 1e3, float(beats * beat))
-    bin_hz = 1e9 / stalls.duration_ns
-    third = 3000 / 52
-    assert recurrence.hit_share(stalls, third, 3 * bin_hz, tick_hz=250.0) >= 0.95
-    assert recurrence.hit_share(stalls, third, 3 * bin_hz, tick_hz=250.0, classes=3) == 0.0
-    assert recurrence.multiple_share(stalls, 1000 / 52, 3, bin_hz, 250.0)[1] == 0.0
-    rate, share = recurrence.multiple_share(stalls, 1000 / 52, 4, bin_hz, 250.0)
-    assert abs(rate - 1000 / 13) < 0.01 and share == 1.0
-    assert abs(recurrence.faster(stalls, 1000 / 52, 1.0, bin_hz, 250.0)[0] - 1000 / 13) < 0.01
 
 
 @pytest.mark.parametrize(("period_ms", "phases"), [(90.0, 44), (6.0, 2), (40 / 3, 9), (8.0, 1), (7.1, 0)])

@@ -606,7 +606,7 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
         if is_tick(p.frequency_hz, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)
             continue
-        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick)
+        frequency, share = recurrence.fundamental(stalls, p.frequency_hz, bin_hz, tick, p.lines)
         if share and is_tick(frequency, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)       # a subharmonic line whose stalls recur at the tick
             continue

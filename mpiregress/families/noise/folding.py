@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mpiregress.families.noise import recurrence
-from mpiregress.families.noise.recurrence import Stalls, folded_peaks
+from mpiregress.families.noise.recurrence import Stalls
 
 # A sleeper at normal priority preempts FWQ within this of its timer (the daemon's own jitter included).
 FOLD_TOLERANCE_NS = 300_000
@@ -40,7 +40,7 @@ SIZES_US = (200.0,)
 MAX_CHANCE = 1e-9
 # The screen folds at this resolution (2x the tolerance: 4x, half the periods to try, named 46 of 80
 # sources at normal priority in two live sets where 2x named 55), then the best CANDIDATES periods are
-# refined at FOLD_TOLERANCE_NS.
+# refined at FOLD_TOLERANCE_NS; CHUNK trial periods are folded at once.
 SCREEN_NS = 2 * FOLD_TOLERANCE_NS
 CANDIDATES = 8
 # The power's screen around the rate it added (``slow_periods``).
@@ -48,6 +48,7 @@ NEAR = 0.05
 # A slower period found beside a faster one it is a whole multiple of is the event's only when it holds
 # this much more of its cycles.
 SLOWER_GAIN = 0.15
+CHUNK = 256
 # A period within this share of a whole multiple of a known event's is that event's (the tick measured
 # against CLOCK_MONOTONIC, to a part in 10^3).
 RATIO_SLACK = 0.002
@@ -80,6 +81,22 @@ class Fold(NamedTuple):
     cycles: int         # the cycles FWQ could see there
     # Where the core was idle after that phase in nearly every cycle (IDLE_WINDOW_NS): (those cycles, all).
     idle: tuple[int, int] | None = None
+
+
+def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
+    """For each trial period, the most onsets within two adjacent phase bins of ``window_ns``: the
+    folded light curve's peak."""
+    out = np.zeros(len(periods_ns))
+    for start in range(0, len(periods_ns), CHUNK):
+        chunk = periods_ns[start:start + CHUNK]
+        bins = np.ceil(chunk / window_ns).astype(np.int64)
+        stride = int(bins.max()) + 1
+        index = np.minimum(((onsets_ns[None, :] % chunk[:, None]) / window_ns).astype(np.int64), bins[:, None] - 1)
+        rows = np.arange(len(chunk))[:, None] * stride
+        counts = np.bincount((rows + index).ravel(), minlength=len(chunk) * stride).reshape(len(chunk), stride)
+        counts[np.arange(len(chunk)), bins] = counts[:, 0]    # the cycle is a circle: the last bin meets the first
+        out[start:start + len(chunk)] = (counts[:, :-1] + counts[:, 1:]).max(axis=1)
+    return out
 
 
 def candidates(onsets_ns: np.ndarray, duration_ns: float, shortest_ns: float, longest_ns: float,

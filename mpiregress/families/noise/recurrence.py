@@ -15,6 +15,7 @@ hypervisor that test can find the host's faster pattern instead (1 kHz under the
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +45,15 @@ FUNDAMENTAL_GAIN = 0.25
 # Two of a core's rates, one a whole multiple of the other up to this, are one event's (analysis.without_harmonics,
 # folded_periods); a period a whole number of ticks or of shares of one down to this has the tick's phases.
 MAX_MULTIPLE = 8
+# A multiple of a beat's rate is the event's when its cycles hold a stall nearly as often (``faster``,
+# ``beat_multiple``).
+MULTIPLE_SLACK = 0.05
 # The tick's rate over a beat's is a whole number within this (the spectrum's line is good to a part in 10^3).
 BEAT_RATIO_SLACK = 0.05
 # The tick's phases an event must stand out from, at most (tick_phases).
 MAX_TICK_PHASES = 256
-# A refused line's multiples are tried too (beat_multiple): up to BEAT_MAX_MULTIPLE more intervals per line,
-# each held to this tail.
+# A refused line's multiples are tried too (beat_multiple): up to BEAT_MAX_MULTIPLE more intervals per line
+# where the comb has a line, each held to this tail.
 BEAT_MAX_CHANCE = 1e-9
 # A beat's comb (a rate the tick is a whole multiple of) is raised to its multiples up to this one (``faster``,
 # ``beat_multiple``): a real-time 13 ms daemon's comb was 6.41 Hz apart in 1 run of 5 (156 ms, 39 ticks: the
@@ -58,8 +62,6 @@ BEAT_MAX_CHANCE = 1e-9
 BEAT_MAX_MULTIPLE = 16
 # Candidate intervals tried across one spectral bin around the line.
 REFINE_STEPS = 21
-# Trial periods folded at once (``folded_peaks``).
-CHUNK = 256
 # Kernel tick rates (CONFIG_HZ) Linux is built with; the tick interrupts nearly every jiffy of a busy core.
 TICK_RATES = (1000.0, 300.0, 250.0, 100.0)
 TICK_HIT_SHARE = 0.8
@@ -257,10 +259,9 @@ def recurs(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFI
 
 
 def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
-              tick_hz: float | None = None, most_chance: float = MAX_CHANCE, classes: int = 1) -> float:
+              tick_hz: float | None = None, most_chance: float = MAX_CHANCE) -> float:
     """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence.
-    ``most_chance``: the binomial tail allowed (``significant``); ``classes``: a rate raised that many times
-    from a slower one counts only where each of its cycles within the slower one holds too (``in_every_class``)."""
+    ``most_chance``: the binomial tail allowed (``significant``)."""
     if frequency_hz <= 0 or stalls.duration_ns * frequency_hz / 1e9 < MIN_CYCLES:
         return 0.0
     found = 0.0
@@ -274,44 +275,9 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
             tolerance = min(max(share * period, TOLERANCE_NS), 0.25 * period)
             best, chance, cycles, phase = held_at(stalls, period, tolerance, onsets=some, tick_hz=tick_hz)
             if significant(best, chance, cycles, most_chance=most_chance) \
-                    and not tick_locked(stalls, some, period, phase, tolerance, tick_hz) \
-                    and in_every_class(stalls, period, tolerance, phase, classes, some):
+                    and not tick_locked(stalls, some, period, phase, tolerance, tick_hz):
                 found = max(found, best)
     return found
-
-
-def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
-    """For each trial period, the most onsets within two adjacent phase bins of ``window_ns``: the
-    folded light curve's peak."""
-    out = np.zeros(len(periods_ns))
-    for start in range(0, len(periods_ns), CHUNK):
-        chunk = periods_ns[start:start + CHUNK]
-        bins = np.ceil(chunk / window_ns).astype(np.int64)
-        stride = int(bins.max()) + 1
-        index = np.minimum(((onsets_ns[None, :] % chunk[:, None]) / window_ns).astype(np.int64), bins[:, None] - 1)
-        rows = np.arange(len(chunk))[:, None] * stride
-        counts = np.bincount((rows + index).ravel(), minlength=len(chunk) * stride).reshape(len(chunk), stride)
-        counts[np.arange(len(chunk)), bins] = counts[:, 0]    # the cycle is a circle: the last bin meets the first
-        out[start:start + len(chunk)] = (counts[:, :-1] + counts[:, 1:]).max(axis=1)
-    return out
-
-
-def in_every_class(stalls: Stalls, period_ns: float, tolerance_ns: float, phase_ns: float, classes: int,
-                   onsets: np.ndarray) -> bool:
-    """Do the stalls start at ``phase_ns`` in most observable cycles (MIN_HIT_SHARE) of each residue class of the
-    cycles modulo ``classes`` (each class seen in at least MIN_CYCLES cycles; one seen less cannot say)?
-
-    A rate raised ``classes`` times from a beat's (``faster``, ``beat_multiple``) is the event's only if every
-    one of its cycles within the beat holds it. On a crowded core the load's slices follow the beat too, and FWQ
-    is seldom running at some of the beat's phases: a 13 ms daemon's comb 19.23 Hz apart held 97-99 % of the
-    observable cycles of its 3rd multiple (17.33 ms), and of its 8th (6.5 ms) 75-82 %, in 5 of 5 runs, where
-    one of the three classes held 5 of 8, 15 of 51 or 17 of 33 and half the eight held a third or less; every
-    class of its 4th (13 ms) held all (benchmarks/noise_injected.py, noise-keep20, load 7-9)."""
-    if classes <= 1:
-        return True
-    share, observable = shares_at(stalls, period_ns * classes, tolerance_ns,
-                                  (phase_ns + np.arange(classes) * period_ns) % (period_ns * classes), onsets)
-    return bool(np.all((share >= MIN_HIT_SHARE) | (observable < MIN_CYCLES)))
 
 
 def whole_ticks(period_ns: float, tick_hz: float | None, share_of_tick: int = 1) -> int:
@@ -354,14 +320,15 @@ def tick_locked(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: 
 
 
 def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
-                tick_hz: float | None = None) -> tuple[float, float]:
+                tick_hz: float | None = None, lines: Sequence[float] = ()) -> tuple[float, float]:
     """(frequency, hit share) of the event the spectrum placed at ``frequency_hz``: that frequency, or a
     fraction of it when the stalls recur there in clearly more cycles (a spectrum can read a slow train at
     its second or third harmonic; the time domain sees only every second or third cycle hold it there).
-    (frequency_hz, 0) when it does not recur at all, nor at a beat's multiple (``beat_multiple``)."""
+    (frequency_hz, 0) when it does not recur at all, nor at a multiple its comb has a line at (``lines``,
+    ``beat_multiple``)."""
     share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
     if not share:
-        return beat_multiple(stalls, frequency_hz, bin_hz, tick_hz)
+        return beat_multiple(stalls, frequency_hz, bin_hz, tick_hz, lines)
     best = (frequency_hz, share)
     for d in (2, 3, 4):
         lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
@@ -370,74 +337,45 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
     return faster(stalls, *best, bin_hz, tick_hz)
 
 
-def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None) -> tuple[float, float]:
+def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
+                  lines: Sequence[float] = ()) -> tuple[float, float]:
     """(frequency, hit share) of the event behind a beat's comb whose own fundamental does not recur: the
-    fastest multiple of ``frequency_hz`` (``beat_multiples``) at which the stalls recur in every one of its
-    cycles within the beat's (``in_every_class``); (the frequency, 0) when none does or the tick is no whole
-    multiple of it.
+    multiple of ``frequency_hz`` (below the tick, up to BEAT_MAX_MULTIPLE) at which the comb has a line (``lines``)
+    and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple of it.
 
     A daemon woken every 13 ms at normal priority on a crowded core, run on the 4 ms tick's slices, leaves
     a comb 19.2 Hz apart (its 52 ms least common multiple with the tick); over 52 ms a 1 ms window holds
-    some stall at half of all phases, and the comb's fundamental is no period, while its 4th multiple, every
+    some stall at half of all phases, and the comb's fundamental is no period, while its 4th line, every
     13 ms, holds a stall at one phase in 95 % of the cycles FWQ could see (benchmarks/noise_injected.py,
-    FWQ keeping 14 % of its core). Its 4th line need not be among the comb's (missing in 2 of 5 runs of
-    noise-keep20, whose analysis then named 6.5 and 26 ms), and every 26 ms holds as surely: the event's is
-    the fastest."""
-    held = [multiple_share(stalls, frequency_hz, k, bin_hz, tick_hz, BEAT_MAX_CHANCE)
-            for k in beat_multiples(frequency_hz, tick_hz)]
-    return max((m for m in held if m[1]), default=(frequency_hz, 0.0))
+    FWQ keeping 14 % of its core)."""
+    none = (frequency_hz, 0.0)
+    lined = [k for k in beat_multiples(frequency_hz, tick_hz)
+             if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
+    held_at_multiple = [(frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz,
+                                                     most_chance=BEAT_MAX_CHANCE)) for k in lined]
+    most = max((share for _, share in held_at_multiple), default=0.0)
+    if not most:
+        return none
+    # Held every 26 ms too when held every 13 ms: the event's is the fastest held (nearly) as often (``faster``).
+    return max((m for m in held_at_multiple if m[1] >= most - MULTIPLE_SLACK), key=lambda m: m[0])
 
 
 def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
            tick_hz: float | None = None) -> tuple[float, float]:
     """(frequency, hit share) of the event whose stalls recur at ``frequency_hz`` in ``share`` of its cycles:
-    the highest whole multiple of it (``beat_multiples``) at which they still recur in every one of its cycles
-    within ``frequency_hz``'s (``in_every_class``).
+    the highest whole multiple of it (up to BEAT_MAX_MULTIPLE, below the tick) at which they still recur as often.
 
     Stalls that come back every period T also come back every 2T, 4T ...: the time domain confirms every
     sub-multiple of an event's rate. The spectrum of a daemon at normal priority gives such a sub-multiple:
     woken every 13 ms but run on the 4 ms tick's time slices, its stalls repeat exactly every 52 ms (the
     least common multiple), a comb spaced 19.2 Hz whose fundamental is no event (benchmarks/noise_injected.py).
-    The event's own rate is the fastest at which every cycle still holds a stall."""
+    The event's own rate is the fastest at which nearly every cycle still holds a stall."""
     best = (frequency_hz, share)
     for k in beat_multiples(frequency_hz, tick_hz):
-        higher = multiple_share(stalls, frequency_hz, k, bin_hz, tick_hz)
-        if higher[1]:
-            best = higher
+        higher = hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz)
+        if higher >= share - MULTIPLE_SLACK:
+            best = (frequency_hz * k, higher)
     return best
-
-
-def multiple_share(stalls: Stalls, frequency_hz: float, k: int, bin_hz: float, tick_hz: float | None,
-                   most_chance: float = MAX_CHANCE) -> tuple[float, float]:
-    """(the rate, hit share) of the ``k``-th multiple of ``frequency_hz`` (a spectral line good to ``bin_hz``), held
-    in every one of its cycles within ``frequency_hz``'s (``in_every_class``); share 0: not held.
-
-    The rate is first refined where the onsets of each size (SIZES_US) pile up most (``refined_rate``):
-    ``hit_share``'s REFINE_STEPS across ``k`` bins let the phase drift a fifth of a cycle at the 4th multiple,
-    and a 13 ms daemon's stalls held 100 % of the cycles at 76.923 Hz and 73 % at 76.911 Hz (a 16 s run)."""
-    best = (frequency_hz * k, 0.0)
-    for size in SIZES_US:
-        onsets = stalls.at_least(size).start
-        if len(onsets) < MIN_CYCLES:
-            break
-        rate = refined_rate(onsets, frequency_hz * k, bin_hz * k, stalls.duration_ns)
-        share = hit_share(stalls, rate, 2 * rate * TOLERANCE_NS / stalls.duration_ns, steps=5, tick_hz=tick_hz,
-                          most_chance=most_chance, classes=k)
-        if share > best[1]:
-            best = (rate, share)
-    return best
-
-
-def refined_rate(onsets_ns: np.ndarray, frequency_hz: float, width_hz: float, duration_ns: float) -> float:
-    """The rate within ``width_hz`` / 2 of ``frequency_hz`` at which the most onsets start within TOLERANCE_NS of
-    one phase (``folded_peaks``; of equal piles, the nearest), tried in steps small enough that the phase drifts
-    less than that over the run."""
-    relative = TOLERANCE_NS / duration_ns
-    half = int(width_hz / 2 / frequency_hz / relative)
-    periods = 1e9 / frequency_hz * (1 + np.arange(-half, half + 1) * relative)
-    peaks = folded_peaks(onsets_ns.astype(np.float64), periods, TOLERANCE_NS)
-    best = np.flatnonzero(peaks == peaks.max())
-    return float(1e9 / periods[best[np.argmin(np.abs(best - half))]])
 
 
 def beat_multiples(frequency_hz: float, tick_hz: float | None) -> list[int]:
