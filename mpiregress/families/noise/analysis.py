@@ -648,8 +648,8 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
         return 1e9 / p.frequency_hz < folding.MIN_PERIOD_NS
 
     # The fold's test of the others (a fold each) is run only when one of them could go.
-    events = folded + [p for p in periods
-                       if any(map(unsearched, periods)) and folding.holds(stalls, p.frequency_hz, tick)]
+    could_go = any(map(unsearched, periods))
+    events = folded + [p for p in periods if could_go and folding.holds(stalls, p.frequency_hz, tick)]
     kept = tuple(p for p in periods
                  if not unsearched(p)
                  or not any(_multiple(p.frequency_hz, f.frequency_hz)
