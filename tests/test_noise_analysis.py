@@ -655,6 +655,75 @@ def trains(times: np.ndarray, trains: tuple[tuple[int, int], ...]) -> np.ndarray
     return out.astype(np.uint32)
 
 
+def core_with(events: list[tuple[int, int]], seed: int) -> recurrence.Stalls:
+    """10 s of a core's stalls with a detour at each (wall time ns, detour ns) of ``events``."""
+    times = pulse_train(1_000_000, 10_000, 10**15, 0, seed).astype(np.int64)
+    events, now, due = sorted(events), 0, 0
+    for i in range(len(times)):
+        while due < len(events) and now + times[i] >= events[due][0]:
+            times[i] += events[due][1]
+            due += 1
+        now += int(times[i])
+    return recurrence.core_stalls(fwqfile.RankData(0, 0, False, True, 10_000, 0, times.astype(np.uint32)), 2_000)
+
+
+MS = 1_000_000
+TICKS = [(n * 4 * MS, 3_000) for n in range(1, 2_600)]
+
+
+@pytest.fixture(scope="module")
+def thirteen_ms_on_the_tick() -> recurrence.Stalls:
+    """A daemon woken every 13 ms by an absolute timer, running 0.15-0.4 ms up to 0.25 ms late (normal
+    priority's short turns), and the 4 ms tick: stalls that repeat together every 52 ms, a comb 19.23 Hz apart."""
+    rng = np.random.default_rng(11)
+    daemon = [(n * 13 * MS + int(rng.integers(0, 250_000)), int(rng.integers(150_000, 400_000))) for n in range(1, 800)]
+    return core_with(daemon + TICKS, 7)
+
+
+@pytest.mark.parametrize("off", [-0.28, 0.12])
+def test_a_beats_multiple_is_held_at_the_beats_exact_rate(thirteen_ms_on_the_tick: recurrence.Stalls,
+                                                          off: float) -> None:
+    """The spectrum reads the comb within half a bin; at its 4th multiple the search's steps are a fifth of a
+    bin apart, and over the run a step's error moves the phase past the stalls: every 26 ms held in 94 % of
+    the cycles and every 13 ms in 78 %, and the daemon was named at 26 ms (as in noise-keep20). Where the
+    search finds the 13 ms, it is tried at the tick's exact beat too, and holds in all."""
+    stalls = thirteen_ms_on_the_tick
+    bin_hz = 1e9 / stalls.duration_ns
+    comb = 1000.0 / 52 + off * bin_hz                      # where the spectrum put the line
+    frequency, share = recurrence.beat_multiple(stalls, comb, bin_hz, 250.0, [comb * 2, comb * 4])
+    assert frequency == pytest.approx(1000.0 / 13, abs=1e-6) and share >= 0.95
+
+
+@pytest.fixture(scope="module")
+def host_timer_and_a_second_stall() -> recurrence.Stalls:
+    """A host timer every 10 ms, a second stall 5 ms after it in two cycles of three, and the 4 ms tick: 100 Hz
+    holds a stall in every cycle, 200 Hz in 5 of 6, 20 Hz (every fifth) in all."""
+    timer = [(n * 10 * MS, 30_000) for n in range(1, 1_000)]
+    second = [(n * 10 * MS + 5 * MS, 30_000) for n in range(1, 1_000) if n % 3]
+    return core_with(timer + second + TICKS, 5)
+
+
+def test_a_beats_faster_multiple_held_less_often_than_a_slower_one_is_not_the_event(
+        host_timer_and_a_second_stall: recurrence.Stalls) -> None:
+    """A comb 50 Hz apart (the 4 ms tick's beat) whose 4th line is there and 2nd is not: the 4th line recurs,
+    and it is a harmonic of the 2nd, which recurs in every cycle; the event is 100 Hz, not 200 Hz (a control
+    on this VM was named at 200 Hz so, its multiples tried at the beat's exact rate)."""
+    stalls = host_timer_and_a_second_stall
+    frequency, _ = recurrence.beat_multiple(stalls, 50.0, 1e9 / stalls.duration_ns, 250.0, [150.0, 200.0])
+    assert frequency == pytest.approx(100.0)
+
+
+def test_a_line_that_does_not_recur_vouches_for_no_fraction_of_it(
+        host_timer_and_a_second_stall: recurrence.Stalls) -> None:
+    """A 10 Hz comb's 8th and 9th lines (80, 90 Hz) do not recur: their fractions are not tried, though 20 Hz
+    (every fifth cycle of the host's 100 Hz) would hold a stall in every cycle (20 Hz and 37.5 Hz were named
+    beside a real-time 27 ms source, noise-keep20, when every line's fractions were tried)."""
+    stalls = host_timer_and_a_second_stall
+    bin_hz = 1e9 / stalls.duration_ns
+    assert recurrence.hit_share(stalls, 20.0, bin_hz, tick_hz=250.0) >= 0.95          # what a fraction holds
+    assert recurrence.beat_multiple(stalls, 10.0, bin_hz, 250.0, [80.0, 90.0]) == (10.0, 0.0)
+
+
 def test_a_tick_under_a_faster_hosts_pattern_is_still_the_tick() -> None:
     """The local VM's kernel ticks at 250 Hz under its host's 1 kHz pattern: the node's tick is measured at 1 kHz
     (the highest rate its stalls hold), and the 250 Hz tick's lines and those of slices of two ticks (125, 375 Hz)

@@ -53,7 +53,7 @@ BEAT_RATIO_SLACK = 0.05
 # The tick's phases an event must stand out from, at most (tick_phases).
 MAX_TICK_PHASES = 256
 # A refused line's multiples are tried too (beat_multiple): up to BEAT_MAX_MULTIPLE more intervals per line
-# where the comb has a line, each held to this tail.
+# where the comb's lines are harmonics, each held to this tail.
 BEAT_MAX_CHANCE = 1e-9
 # A beat's comb (a rate the tick is a whole multiple of) is raised to its multiples up to this one (``faster``,
 # ``beat_multiple``): a real-time 13 ms daemon's comb was 6.41 Hz apart in 1 run of 5 (156 ms, 39 ticks: the
@@ -340,19 +340,29 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
 def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
                   lines: Sequence[float] = ()) -> tuple[float, float]:
     """(frequency, hit share) of the event behind a beat's comb whose own fundamental does not recur: the
-    multiple of ``frequency_hz`` (below the tick, up to BEAT_MAX_MULTIPLE) at which the comb has a line (``lines``)
-    and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple of it.
+    multiple of ``frequency_hz`` (below the tick, up to BEAT_MAX_MULTIPLE) at which the comb has a line
+    (``lines``), or of which a line the stalls recur at is a harmonic (the 8th line is one of the 4th and the
+    2nd), and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple
+    of it.
 
     A daemon woken every 13 ms at normal priority on a crowded core, run on the 4 ms tick's slices, leaves
     a comb 19.2 Hz apart (its 52 ms least common multiple with the tick); over 52 ms a 1 ms window holds
     some stall at half of all phases, and the comb's fundamental is no period, while its 4th line, every
     13 ms, holds a stall at one phase in 95 % of the cycles FWQ could see (benchmarks/noise_injected.py,
-    FWQ keeping 14 % of its core)."""
+    FWQ keeping 14 % of its core). The comb lacked its 4th line in 4 of 7 such runs of noise-keep20, which
+    were named at 6.5, 17.33 or 26 ms or not at all; and a control's 200 Hz, held in 82 % of its cycles at the
+    exact rate, was named where the 100 Hz it is a multiple of (held in all) had no line. Only a line the stalls recur
+    at vouches for its fractions: taken from every line, a 10 Hz comb's 8th and 9th gave 20 Hz (the host's
+    100 Hz every fifth cycle) and a 6.25 Hz comb's 12th 37.5 Hz, beside a real-time 27 ms source on the
+    other core."""
     none = (frequency_hz, 0.0)
-    lined = [k for k in beat_multiples(frequency_hz, tick_hz)
-             if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
-    held_at_multiple = [(frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz,
-                                                     most_chance=BEAT_MAX_CHANCE)) for k in lined]
+    multiples = beat_multiples(frequency_hz, tick_hz)
+    lined = [k for k in multiples if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
+    held = {k: multiple_held(stalls, frequency_hz, k, bin_hz, tick_hz, BEAT_MAX_CHANCE) for k in lined}
+    recurring = [k for k, (_, share) in held.items() if share]
+    held.update({k: multiple_held(stalls, frequency_hz, k, bin_hz, tick_hz, BEAT_MAX_CHANCE)
+                 for k in multiples if k not in held and any(m % k == 0 for m in recurring)})
+    held_at_multiple = list(held.values())
     most = max((share for _, share in held_at_multiple), default=0.0)
     if not most:
         return none
@@ -376,6 +386,35 @@ def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
         if higher >= share - MULTIPLE_SLACK:
             best = (frequency_hz * k, higher)
     return best
+
+
+def multiple_held(stalls: Stalls, frequency_hz: float, k: int, bin_hz: float, tick_hz: float | None,
+                  most_chance: float = MAX_CHANCE) -> tuple[float, float]:
+    """(frequency, hit share) at the ``k``-th multiple of a beat's rate: searched across ``k`` spectral bins
+    around ``k * frequency_hz``; where the stalls recur there, also at ``k`` times the beat's exact rate
+    (``exact_beat``), whichever holds more. The exact rate only sharpens what the search found: this VM's host
+    timers (100 Hz, and 5 ms after it) keep exact time with the tick as well, and at exact rates they alone
+    held 150, 200 and 37.5 Hz in controls (noise-keep20, -21), where the search finds nothing.
+
+    The search's steps widen with ``k``: at the 4th multiple of a 19.2 Hz comb they are a fifth of a bin
+    apart, and over a 20 s run a step's error moves the phase by more than the 0.3 ms window (a 13 ms daemon
+    held 95 % of its cycles at 76.911 Hz, 100 % at 76.923). A daemon woken by an absolute timer beats with
+    the tick exactly, and its rate is the exact beat's multiple (benchmarks/noise_injected.py, noise-keep20:
+    76.92 Hz held 100 % of the cycles in the seven 13 ms runs named at 6.5, 17.33 or 26 ms, or missed)."""
+    searched = hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz, most_chance=most_chance)
+    if not searched:
+        return frequency_hz * k, 0.0
+    exact = exact_beat(frequency_hz, tick_hz) * k
+    at_exact = hit_share(stalls, exact, 0.0, steps=1, tick_hz=tick_hz, most_chance=most_chance)
+    return (exact, at_exact) if at_exact > searched else (frequency_hz * k, searched)
+
+
+def exact_beat(frequency_hz: float, tick_hz: float | None) -> float:
+    """The rate of a beat's comb as the tick makes it: the tick's over the whole number of ticks the comb
+    repeats after (250 Hz / 13 = 19.2308 Hz); ``frequency_hz`` where it is no beat (``beat_multiples``)."""
+    if not tick_hz or not beat_multiples(frequency_hz, tick_hz):
+        return frequency_hz
+    return tick_hz / round(tick_hz / frequency_hz)
 
 
 def beat_multiples(frequency_hz: float, tick_hz: float | None) -> list[int]:
