@@ -187,6 +187,24 @@ evening, ``--priorities normal``): beside the full test suite (load 1.1-3.2, FWQ
     27 ms @0             5/5      none (10 controls included)
     90 ms @0             3/5      could not 2 (the power: "none" at 90 ms), silent 0
     250 ms @0            1/5      could not 4 (the power: "none" or 6.6 ms, the daemons took 0.4-1.9 ms), silent 0
+
+The full set at load 3.4-11.2 (median 5.9, FWQ keeping 5-15 %; three busy loops and the test suite beside it;
+``--keep noise-keep20``, 2026-11-28 night): named 46 of 80, could not 26, silent 8 (a 13 ms daemon named at 6.5,
+17.33 or 26 ms in 6 of 20 runs and missed once, a 27 ms one at 54 ms once); in 15 controls only the host's
+100 Hz. With a beat's multiples also tried at the tick's exact beat where the search finds them, and at the
+fractions of its recurring lines (recurrence.multiple_held, 2026-11-29), four of those seven 13 ms runs are named
+at 13 ms and nothing else of the 85 files of noise-keep20 and -21 changes. Live after it, three busy loops of
+mine (load 2.2-4.7, median 4.5, FWQ keeping 13-15 %; ``--periods 13,27 --pairs 13:90 --keep noise-keep22``):
+
+    injector(s)        normal   fifo10      other periods said
+    13 ms @0             5/5      5/5       the host's 100 Hz on core 1 in 2 runs; nothing in 15 controls
+    27 ms @0             5/5      5/5
+    13@0 + 90@1        10/10    10/10
+
+With seven busy loops (load 7.3-9.8, FWQ keeping 6-7 %; ``--priorities normal --periods 13 --pairs 13:90
+--keep noise-keep23``): nothing in 5 controls, 13 ms alone 2/5 and 3 told at 26 ms: the spectrum's comb was
+confirmed at 13 ms (76.92 Hz), and the fold's 26 ms, held in 90-97 % of its 63-77 cycles, took it for its
+harmonic (analysis.folded_periods keeps that rule below 20 ms: docs/noise.md).
 """
 from __future__ import annotations
 
