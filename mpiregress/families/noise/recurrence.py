@@ -350,11 +350,11 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     some stall at half of all phases, and the comb's fundamental is no period, while its 4th line, every
     13 ms, holds a stall at one phase in 95 % of the cycles FWQ could see (benchmarks/noise_injected.py,
     FWQ keeping 14 % of its core). The comb lacked its 4th line in 4 of 7 such runs of noise-keep20, which
-    were named at 6.5, 17.33 or 26 ms or not at all; and a control's 200 Hz, held in 82 % of its cycles at the
-    exact rate, was named where the 100 Hz it is a multiple of (held in all) had no line. Only a line the stalls recur
-    at vouches for its fractions: taken from every line, a 10 Hz comb's 8th and 9th gave 20 Hz (the host's
-    100 Hz every fifth cycle) and a 6.25 Hz comb's 12th 37.5 Hz, beside a real-time 27 ms source on the
-    other core."""
+    were named at 6.5, 17.33 or 26 ms or not at all; and a control's 200 Hz, held in 82 % of its cycles at
+    the exact rate, would be named where the 100 Hz it is a multiple of (held in all) has no line. Only a
+    line the stalls recur at vouches for its fractions: taken from every line, a 10 Hz comb's 8th and 9th
+    gave 20 Hz (the host's 100 Hz every fifth cycle) and a 6.25 Hz comb's 12th 37.5 Hz, beside a real-time
+    27 ms source on the other core."""
     none = (frequency_hz, 0.0)
     multiples = beat_multiples(frequency_hz, tick_hz)
     lined = [k for k in multiples if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
@@ -394,7 +394,7 @@ def multiple_held(stalls: Stalls, frequency_hz: float, k: int, bin_hz: float, ti
     around ``k * frequency_hz``; where the stalls recur there, also at ``k`` times the beat's exact rate
     (``exact_beat``), whichever holds more. The exact rate only sharpens what the search found: this VM's host
     timers (100 Hz, and 5 ms after it) keep exact time with the tick as well, and at exact rates they alone
-    held 150, 200 and 37.5 Hz in controls (noise-keep20, -21), where the search finds nothing.
+    held 150 and 200 Hz in two controls (noise-keep20, -21), where the search finds nothing.
 
     The search's steps widen with ``k``: at the 4th multiple of a 19.2 Hz comb they are a fifth of a bin
     apart, and over a 20 s run a step's error moves the phase by more than the 0.3 ms window (a 13 ms daemon
