@@ -641,30 +641,30 @@ def test_a_daemon_on_the_ticks_time_slices_is_named_at_its_own_rate_not_at_the_b
     assert recurrence.faster(stalls, 1000.0 / 90, 1.0, 0.3, 250.0) == (1000.0 / 90, 1.0)
 
 
+def with_events(times: np.ndarray, events: list[tuple[int, int]]) -> np.ndarray:
+    """``times`` with a detour at each (wall time ns, detour ns) of ``events``, in the iteration running then."""
+    out = times.astype(np.int64).copy()
+    events, now, due = sorted(events), 0, 0
+    for i in range(len(out)):
+        while due < len(events) and now + out[i] >= events[due][0]:
+            out[i] += events[due][1]
+            due += 1
+        now += int(out[i])
+    return out.astype(np.uint32)
+
+
 def trains(times: np.ndarray, trains: tuple[tuple[int, int], ...]) -> np.ndarray:
     """``times`` with several injectors' stalls at once, each every ``every_ns`` of the same wall time (the
     host's and the guest's ticks keep one clock; injected one after the other, the later would drift)."""
-    out = times.astype(np.int64).copy()
-    now, due = 0, [every for every, _ in trains]
-    for i in range(len(out)):
-        for j, (every, detour) in enumerate(trains):
-            if now + out[i] >= due[j]:
-                out[i] += detour
-                due[j] += every
-        now += out[i]
-    return out.astype(np.uint32)
+    horizon = 2 * int(times.sum())              # the detours lengthen the run; events past its end never fire
+    return with_events(times, [(k * every, detour) for every, detour in trains
+                               for k in range(1, horizon // every + 1)])
 
 
 def core_with(events: list[tuple[int, int]], seed: int) -> recurrence.Stalls:
     """10 s of a core's stalls with a detour at each (wall time ns, detour ns) of ``events``."""
-    times = pulse_train(1_000_000, 10_000, 10**15, 0, seed).astype(np.int64)
-    events, now, due = sorted(events), 0, 0
-    for i in range(len(times)):
-        while due < len(events) and now + times[i] >= events[due][0]:
-            times[i] += events[due][1]
-            due += 1
-        now += int(times[i])
-    return recurrence.core_stalls(fwqfile.RankData(0, 0, False, True, 10_000, 0, times.astype(np.uint32)), 2_000)
+    times = with_events(pulse_train(1_000_000, 10_000, 10**15, 0, seed), events)
+    return recurrence.core_stalls(fwqfile.RankData(0, 0, False, True, 10_000, 0, times), 2_000)
 
 
 MS = 1_000_000

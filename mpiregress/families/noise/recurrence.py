@@ -362,12 +362,11 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     recurring = [k for k, (_, share) in held.items() if share]
     held.update({k: multiple_held(stalls, frequency_hz, k, bin_hz, tick_hz, BEAT_MAX_CHANCE)
                  for k in multiples if k not in held and any(m % k == 0 for m in recurring)})
-    held_at_multiple = list(held.values())
-    most = max((share for _, share in held_at_multiple), default=0.0)
+    most = max((share for _, share in held.values()), default=0.0)
     if not most:
         return none
     # Held every 26 ms too when held every 13 ms: the event's is the fastest held (nearly) as often (``faster``).
-    return max((m for m in held_at_multiple if m[1] >= most - MULTIPLE_SLACK), key=lambda m: m[0])
+    return max((m for m in held.values() if m[1] >= most - MULTIPLE_SLACK), key=lambda m: m[0])
 
 
 def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
