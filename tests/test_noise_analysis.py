@@ -618,12 +618,12 @@ def test_two_sources_together_are_no_period_at_their_common_multiple() -> None:
     stalls = recurrence.core_stalls(data, 2_000)
     assert recurrence.recurs(stalls, 50.0, 0.3, tick_hz=250.0)            # the time domain alone allows it
     found = (analysis.Period(100.0, 500.0, 8), analysis.Period(50.0, 160.0, 11))
-    periods, _, refused = analysis.confirmed(found, stalls, 0.3, 250.0)
+    periods, _, refused, _ = analysis.confirmed(found, stalls, 0.3, 250.0)
     # The 50 Hz line's stalls recur at twice its rate as often (recurrence.faster): it is the 100 Hz event's.
     assert [p.frequency_hz for p in periods] == [100.0] and refused == ()
     assert recurrence.fundamental(stalls, 50.0, 0.3, 250.0)[0] == 100.0
     # Without the 100 Hz event's line, the least-common-multiple rule still keeps 50 Hz from being a source.
-    alone, _, refused = analysis.confirmed((analysis.Period(50.0, 160.0, 11),), stalls, 0.3, 250.0)
+    alone, _, refused, _ = analysis.confirmed((analysis.Period(50.0, 160.0, 11),), stalls, 0.3, 250.0)
     assert [p.frequency_hz for p in alone] == [100.0] and refused == ()
 
 
@@ -789,3 +789,22 @@ def test_a_period_at_a_whole_share_of_anothers_rate_is_that_event_unless_it_hold
         periods, dropped = analysis.without_harmonics(stalls, 0.3, 250.0, both)
         assert [p.frequency_hz for p in periods] == kept
         assert list(dropped) == [p.frequency_hz for p in both if p.frequency_hz not in kept]
+
+
+@pytest.mark.parametrize("burst_ns", [8_000_000, 1_000_000])
+def test_the_schedulers_turns_among_processes_sharing_a_core_are_no_event(burst_ns: int) -> None:
+    """With two other processes on its core FWQ ran 4 ms of every 12 ms (three 4 ms ticks): a line at 83.33 Hz
+    whose 8 ms stalls recur at one phase, named as an event in 3 of 10 controls (noise-keep24). Stalls that take
+    most of a period of whole ticks are the scheduler's turns, said as such; a daemon's 1 ms every 12 ms is an
+    event."""
+    core = trains(quiet_core(61), ((4_000_000, 3_000), (12_000_000, burst_ns)))
+    run = run_of(core, trains(quiet_core(62), ((4_000_000, 3_000),)))
+    said = findings.sentences(run)
+    events = [(c.cpu, round(p.frequency_hz)) for c, p in findings.one_core_events(run)]
+    turns = [s for s in said if "shared in turns" in s]
+    if burst_ns == 8_000_000:
+        assert events == [] and not [s for s in said if "stalls, no period" in s], said
+        assert turns == ["n1 core 0: shared in turns: other processes held it 8.0 ms of every 12 ms (83.3 Hz, "
+                         "3 ticks of the scheduler), not an event."]
+    else:
+        assert events == [(0, 83)] and turns == [], said

@@ -211,3 +211,35 @@ def test_a_source_the_spectrum_names_is_not_given_up_for_the_folds_period_twice_
     kept, dropped = analysis.without_harmonics(stalls, 1e9 / duration, 250.0, both)
     assert [p.frequency_hz for p in kept] == [spectral.frequency_hz]
     assert [round(1000 / f) for f in dropped] == [54]
+
+
+def stalls_of(*trains: tuple[np.ndarray, float]) -> recurrence.Stalls:
+    """A core's stalls over DURATION_NS from (onsets ns, length ns) trains."""
+    onsets = np.concatenate([t for t, _ in trains])
+    lengths = np.concatenate([np.full(len(t), length) for t, length in trains])
+    order = np.argsort(onsets)
+    return recurrence.Stalls(onsets[order], onsets[order] + lengths[order], lengths[order] / 1e3, DURATION_NS)
+
+
+@pytest.mark.parametrize(("every_ms", "half"), [(13, "wake-up"), (26, "slices")])
+def test_a_daemon_preempting_at_once_only_every_other_cycle_is_not_told_at_twice_its_period(every_ms: int,
+                                                                                          half: str) -> None:
+    """A 13 ms daemon at normal priority on a crowded core preempted FWQ at once every other cycle; in the others
+    its wake-up cost FWQ tens of microseconds at the same phase and its burst came later (noise-keep23, load 8:
+    the fold's 26 ms took its 76.92 Hz for a harmonic, 3 runs of 5). Every share of the fold's cycle holding
+    stalls of any size as often as its phase is the faster event's. A 26 ms daemon whose half phase the load's
+    slices fill in half its cycles stays the fold's, and the faster line is its harmonic."""
+    rng = np.random.default_rng(every_ms)
+    slices, daemon = slices_and_daemon(9, every_ms * 1e6)
+    if half == "wake-up":
+        late = np.arange(len(daemon)) % 2 == 1
+        stalls = stalls_of((slices, 500_000), (daemon[~late], 1e6), (daemon[late], 30_000), (daemon[late] + 1.5e6, 1e6))
+    else:
+        filled = daemon[rng.random(len(daemon)) < 0.5] + every_ms * 1e6 / 2
+        stalls = stalls_of((slices, 500_000), (daemon, 1e6), (filled, 1e6))
+    folded = folding.slow_periods(stalls, DURATION_NS, 250.0)
+    assert [round(1000 / f.frequency_hz) for f in folded] == [26]
+    spectral = analysis.Period(frequency_hz=76.92, prominence=10.0, harmonics=3, recurring=True)
+    kept, _ = analysis.without_harmonics(stalls, 1e9 / DURATION_NS, 250.0,
+                                         analysis.folded_periods(stalls, DURATION_NS, 250.0, (spectral,)))
+    assert [p.frequency_hz for p in kept] == ([76.92] if half == "wake-up" else [38.46])

@@ -138,6 +138,9 @@ class CoreNoise:
     tick_lines: tuple[float, ...] = ()
     # Lines the spectrum had whose stalls do not recur at them in the time domain: no period.
     unconfirmed: tuple[float, ...] = ()
+    # (rate Hz, share of each round the others held) of the scheduler's turns among processes sharing the core
+    # (recurrence.turn_share): FWQ's turn coming back every round, no event.
+    turns: tuple[tuple[float, float], ...] = ()
     # Stalls of recurrence.LONG_STALL_NS or more, in time order (what "stalls, no period" lists).
     long_stalls: tuple[Stall, ...] = field(default=(), repr=False, compare=False)
     # Every stall of the core (None when not measured here): where another core's event is checked in the
@@ -593,15 +596,19 @@ def is_tick(frequency: float, tick: float | None, bin_hz: float, from_kernel: bo
 
 def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: float | None,
               from_kernel: bool = False
-              ) -> tuple[tuple[Period, ...], tuple[float, ...], tuple[float, ...]]:
-    """(periods the time domain confirms, the tick's lines, the lines refused) of the spectrum's ``found``.
+              ) -> tuple[tuple[Period, ...], tuple[float, ...], tuple[float, ...], tuple[tuple[float, float], ...]]:
+    """(periods the time domain confirms, the tick's lines, the lines refused, the scheduler's turns: (rate,
+    share of the round the others held)) of the spectrum's ``found``.
 
     A line at the tick or a harmonic of it is the tick. Any other is a period only where the core's stalls
     recur at it (recurrence.fundamental), at the fundamental the time domain gives; the rest are no period.
+    A period of whole ticks whose stalls take most of it is the turns of processes sharing the core
+    (recurrence.turn_share), no event.
     """
     periods: list[Period] = []
     ticks: list[float] = []
     refused: list[float] = []
+    turns: list[tuple[float, float]] = []
     for p in found:
         if is_tick(p.frequency_hz, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)
@@ -610,7 +617,11 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
         if share and is_tick(frequency, tick, bin_hz, from_kernel):
             ticks.append(p.frequency_hz)       # a subharmonic line whose stalls recur at the tick
             continue
-        if not share:
+        held = recurrence.turn_share(stalls, frequency, tick) if share else 0.0
+        if held >= recurrence.MIN_TURN_SHARE:
+            if not any(abs(f - frequency) <= bin_hz for f, _ in turns):
+                turns.append((round(frequency, 2), held))
+        elif not share:
             refused.append(p.frequency_hz)
         elif not any(abs(q.frequency_hz - frequency) <= bin_hz for q in periods):
             periods.append(replace(p, frequency_hz=round(frequency, 2), recurring=True, slow_lines=False))
@@ -619,7 +630,7 @@ def confirmed(found: Sequence[Period], stalls: Stalls, bin_hz: float, tick: floa
     sources = [q.frequency_hz for q in periods] + ([tick] if tick else [])
     kept = tuple(p for p in periods if sum(1 for g in sources if _multiple(g, p.frequency_hz)) < 2)
     refused += [p.frequency_hz for p in periods if p not in kept]
-    return kept, tuple(ticks), tuple(refused)
+    return kept, tuple(ticks), tuple(refused), tuple(turns)
 
 
 
@@ -633,27 +644,34 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     stays beside a 4 Hz event) is that event's harmonic, and goes: the fold names a period only when the stalls
     do not recur at its whole shares (a 250 ms source the spectrum told at 20 Hz, its 5th line, holds 11 of 11
     cycles at one phase of 250 ms and none at the phases 50 ms after it; a 27 ms one's comb raised to 13.5 ms
-    beside the fold's 27 ms in noise-keep15). From MIN_PERIOD_NS up both searched, and ``without_harmonics``
+    beside the fold's 27 ms in noise-keep15). It stays where stalls of any size start at every whole share of
+    the event's cycle as often as at its phase (``folding.split``: the fold counts long stalls only, and a 13 ms
+    daemon preempting FWQ at once only every other cycle was told at 26 ms), and ``without_harmonics`` weighs
+    the two. From MIN_PERIOD_NS up both searched, and ``without_harmonics``
     weighs the share of its cycles each holds: a 27 ms daemon at normal priority, its stalls within the fold's
     0.3 ms of one phase only in every other cycle, was told at the fold's 54 ms with its 37.04 Hz line dropped
     in 3 runs of 5 of noise-keep15."""
     folded: list[Period] = []
+    rates: list[float] = []             # the folds' rates as found (a Period's is rounded to 0.01 Hz)
     for fold in folding.slow_periods(stalls, cpu_ns, tick):
         frequency = fold.frequency_hz
         if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *folded)):
             folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,
                                  folded=(int(round(fold.share * fold.cycles)), fold.cycles, *(fold.idle or ()))))
+            rates.append(frequency)
 
     def unsearched(p: Period) -> bool:      # faster than the fold searches: the only periods that can go
         return 1e9 / p.frequency_hz < folding.MIN_PERIOD_NS
 
     # The fold's test of the others (a fold each) is run only when one of them could go.
     could_go = any(map(unsearched, periods))
-    events = folded + [p for p in periods if could_go and folding.holds(stalls, p.frequency_hz, tick)]
-    kept = tuple(p for p in periods
-                 if not unsearched(p)
-                 or not any(_multiple(p.frequency_hz, f.frequency_hz)
-                            and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f.frequency_hz for f in events))
+    events = rates + [p.frequency_hz for p in periods if could_go and folding.holds(stalls, p.frequency_hz, tick)]
+
+    def harmonic(p: Period, f: float) -> bool:
+        return (_multiple(p.frequency_hz, f) and p.frequency_hz <= recurrence.MAX_MULTIPLE * 1.01 * f
+                and not folding.split(stalls, f, round(p.frequency_hz / f), tick))
+
+    kept = tuple(p for p in periods if not unsearched(p) or not any(harmonic(p, f) for f in events))
     return kept + tuple(folded)
 
 
@@ -712,7 +730,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         if not tick:
             tick, tick_from_kernel = node_tick([data], [stalls])[:2]
     found = dominant_periods(freqs, power, min_prominence, lines=lines, shared=shared)
-    periods, tick_lines, refused = confirmed(found, stalls, bin_hz, tick, tick_from_kernel)
+    periods, tick_lines, refused, turns = confirmed(found, stalls, bin_hz, tick, tick_from_kernel)
     periods = folded_periods(stalls, len(times) * nominal, tick, periods)
     periods, harmonics = without_harmonics(stalls, bin_hz, tick, periods)
     refused = refused + harmonics
@@ -724,7 +742,7 @@ def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_TH
         detours_per_s=float((excess > threshold).sum()) / duration_s if duration_s > 0 else 0.0,
         threshold_us=threshold / 1e3, duration_s=duration_s,
         periods=periods, spectrum=(freqs, power), lines=tuple(f for f, _, _ in lines),
-        tick_hz=tick, tick_lines=tick_lines, unconfirmed=refused,
+        tick_hz=tick, tick_lines=tick_lines, unconfirmed=refused, turns=turns,
         long_stalls=tuple(stalls.at_least(recurrence.LONG_STALL_NS / 1e3).listed()), stalls=stalls)
 
 

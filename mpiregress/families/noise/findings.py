@@ -158,10 +158,22 @@ def tick_sentence(node: NodeNoise) -> str | None:
 LISTED_STALLS = 6
 
 
+def turns_sentence(core: CoreNoise) -> str | None:
+    """'node1 core 0: shared in turns: other processes held it 8.0 ms of every 12 ms (83.33 Hz, 3 ticks of the
+    scheduler), not an event.' for a core whose long stalls are the scheduler's round (analysis.CoreNoise.turns)."""
+    if not core.turns or not core.tick_hz:
+        return None
+    said = "; ".join(f"other processes held it {share * 1e3 / rate:.1f} ms of every {1e3 / rate:.3g} ms "
+                     f"({hz(rate)} Hz, {round(core.tick_hz / rate)} ticks of the scheduler)"
+                     for rate, share in core.turns)
+    return f"{core.node} {core_label(core)}: shared in turns: {said}, not an event."
+
+
 def stalls_sentence(core: CoreNoise) -> str | None:
     """'node1 core 0: stalls, no period: 3 of 1 ms or more, at 932 ms (54.1 ms), ...' for a core whose
-    spectrum had lines its stalls do not recur at, or whose long stalls make no period."""
-    if not core.long_stalls or (core.periods and not core.unconfirmed):
+    spectrum had lines its stalls do not recur at, or whose long stalls make no period (and are not the
+    scheduler's turns, ``turns_sentence``)."""
+    if not core.long_stalls or core.turns or (core.periods and not core.unconfirmed):
         return None
     longest = sorted(sorted(core.long_stalls, key=lambda s: -s.lost_us)[:LISTED_STALLS], key=lambda s: s.at_ms)
     listed = ", ".join(f"{s.at_ms:.0f} ms ({s.lost_us / 1e3:.1f} ms)" for s in longest)
@@ -258,7 +270,5 @@ def sentences(run: RunNoise) -> list[str]:
                            f"{core.detours_per_s:.0f} detours/s above {core.threshold_us:.1f} us, largest "
                            f"{core.max_detour_us:.0f} us.")
             out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
-            said = stalls_sentence(core)
-            if said:
-                out.append(said)
+            out.extend(said for said in (turns_sentence(core), stalls_sentence(core)) if said)
     return out

@@ -226,6 +226,28 @@ def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
     return judged(stalls, onsets, refine(onsets, 1e9 / frequency_hz, stalls.duration_ns), tick_hz) is not None
 
 
+def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None) -> bool:
+    """Is the event the fold finds at ``frequency_hz`` a faster one's, ``parts`` times as fast: do stalls of any
+    size start at each whole share of its cycle (within FOLD_TOLERANCE_NS of its phase plus k/``parts`` of the
+    period) in nearly as many of the cycles FWQ could see there as at its phase (recurrence.MULTIPLE_SLACK)?
+
+    The fold counts only a daemon's long stalls (SIZES_US), and ``faster`` asks those at the whole shares. A
+    daemon at normal priority woken every 13 ms on a crowded core preempts FWQ at once only where its wake-up
+    falls at some phases of the 4 ms tick, every other cycle; in the others its wake-up costs FWQ tens of
+    microseconds at the same phase and its burst comes later. At load 8 (FWQ keeping 6 % of its core) the fold
+    found 26 ms, held in 90-97 % of its cycles by long stalls, the phase 13 ms on in 47-58 % by long stalls and
+    in all by stalls of any size (benchmarks/noise_injected.py, noise-keep23: told at 26 ms in 3 of 5 runs). A
+    27 ms daemon's phase 13.5 ms on, where the load's slices follow its burst, held 23-61 % (noise-keep22, -24)."""
+    onsets = stalls.at_least(SIZES_US[0]).start
+    if parts < 2 or len(onsets) < MIN_OBSERVED:
+        return False
+    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns)
+    phase = recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets, tick_hz=tick_hz)[3]
+    shares, _ = recurrence.shares_at(stalls, period, FOLD_TOLERANCE_NS,
+                                     (phase + np.arange(parts) * period / parts) % period)
+    return bool(shares[1:].min() >= shares[0] - recurrence.MULTIPLE_SLACK)
+
+
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
                  known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[Fold]:
     """Each period from MIN_PERIOD_NS up that the core's stall onsets recur at, found without the spectrum;

@@ -74,6 +74,10 @@ TICK_SHORT_CONTRAST = 0.1
 MERGE_NS = 100_000
 # Stalls this long or longer are listed by time when a core has stalls but no period.
 LONG_STALL_NS = 1_000_000
+# A period of whole ticks whose stalls last this share of it or more is the scheduler's turns among processes
+# sharing the core (two in equal turns hold each half), not an event: a daemon's burst was a tenth of its period
+# or less in every live set (benchmarks/noise_injected.py: 1 ms of 13, 2 of 27, 2 of 90).
+MIN_TURN_SHARE = 0.4
 
 
 @dataclass(frozen=True)
@@ -317,6 +321,25 @@ def tick_locked(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: 
     near = np.searchsorted(around, phases + TICK_TOLERANCE_NS, side="right") \
         - np.searchsorted(around, phases - TICK_TOLERANCE_NS, side="left")
     return int(near.max()) >= MIN_HIT_SHARE * len(hits)
+
+
+def turn_share(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> float:
+    """The share of a cycle of ``frequency_hz`` the stalls starting at its phase last (their median), where
+    the period is a whole number of ticks; 0 elsewhere.
+
+    Processes sharing a core run in turns the scheduler hands out on the tick, and FWQ's turn comes back every
+    round: with two others on its core (load 4 on this 2-core VM), FWQ ran 4 ms of every 12 ms, a line at
+    83.33 Hz (three ticks) 1477x its background whose stalls of 8 ms recur at one phase in 88 % of the cycles.
+    It was named as an event in 3 of 10 controls (benchmarks/noise_injected.py, noise-keep24)."""
+    longer = stalls.at_least(TICK_MAX_US)          # the tick's own interrupts start at the same phase
+    if not whole_ticks(1e9 / frequency_hz, tick_hz) or not len(longer.start):
+        return 0.0
+    period = 1e9 / frequency_hz
+    tolerance = TICK_MULTIPLE_TOLERANCE_SHARE * period
+    phase = held_at(stalls, period, tolerance, onsets=longer.start, tick_hz=tick_hz)[3]
+    off = np.abs((longer.start - phase + period / 2) % period - period / 2)
+    at_phase = longer.lost_us[off <= tolerance]
+    return float(np.median(at_phase)) * 1e3 / period if len(at_phase) else 0.0
 
 
 def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
