@@ -159,7 +159,7 @@ LISTED_STALLS = 6
 
 
 def turns_sentence(core: CoreNoise) -> str | None:
-    """'node1 core 0: shared in turns: other processes held it 8.0 ms of every 12 ms (83.33 Hz, 3 ticks of the
+    """'node1 core 0: shared in turns: other processes held it 8.0 ms of every 12 ms (83.3 Hz, 3 ticks of the
     scheduler), not an event.' for a core whose long stalls are the scheduler's round (analysis.CoreNoise.turns)."""
     if not core.turns or not core.tick_hz:
         return None

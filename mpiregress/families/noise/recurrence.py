@@ -365,8 +365,8 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     """(frequency, hit share) of the event behind a beat's comb whose own fundamental does not recur: the
     multiple of ``frequency_hz`` (below the tick, up to BEAT_MAX_MULTIPLE) at which the comb has a line
     (``lines``), or of which a line the stalls recur at is a harmonic (the 8th line is one of the 4th and the
-    2nd), and the stalls recur most often; (the frequency, 0) when none does or the tick is no whole multiple
-    of it.
+    2nd), or any multiple below the tick at the beat's exact rate, the fastest at which the stalls recur
+    (nearly) most often; (the frequency, 0) when none does or the tick is no whole multiple of it.
 
     A daemon woken every 13 ms at normal priority on a crowded core, run on the 4 ms tick's slices, leaves
     a comb 19.2 Hz apart (its 52 ms least common multiple with the tick); over 52 ms a 1 ms window holds
