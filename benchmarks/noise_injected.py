@@ -192,7 +192,7 @@ The full set at load 3.4-11.2 (median 5.9, FWQ keeping 5-15 %; three busy loops 
 ``--keep noise-keep20``, 2026-11-28 night): named 46 of 80, could not 26, silent 8 (a 13 ms daemon named at 6.5,
 17.33 or 26 ms in 6 of 20 runs and missed once, a 27 ms one at 54 ms once); in 15 controls only the host's
 100 Hz. With a beat's multiples also tried at the tick's exact beat where the search finds them, and at the
-fractions of its recurring lines (recurrence.multiple_held, 2026-11-29), four of those seven 13 ms runs are named
+fractions of its recurring lines (recurrence.beat_multiple, 2026-11-29), four of those seven 13 ms runs are named
 at 13 ms and nothing else of the 85 files of noise-keep20 and -21 changes. Live after it, three busy loops of
 mine (load 2.2-4.7, median 4.5, FWQ keeping 13-15 %; ``--periods 13,27 --pairs 13:90 --keep noise-keep22``):
 

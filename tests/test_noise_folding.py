@@ -160,9 +160,12 @@ def test_the_tick_comes_back_at_few_phases_of_a_period_a_whole_number_of_its_sha
     assert recurrence.tick_phases(period_ms * 1e6, None).size == 0
 
 
-def stalls_at(onsets_ns: np.ndarray, length_ns: float, duration_ns: float) -> recurrence.Stalls:
-    onsets_ns = np.sort(onsets_ns)
-    return recurrence.Stalls(onsets_ns, onsets_ns + length_ns, np.full(len(onsets_ns), length_ns / 1e3), duration_ns)
+def stalls_of(*trains: tuple[np.ndarray, float]) -> recurrence.Stalls:
+    """A core's stalls over DURATION_NS from (onsets ns, length ns) trains."""
+    onsets = np.concatenate([t for t, _ in trains])
+    lengths = np.concatenate([np.full(len(t), length) for t, length in trains])
+    order = np.argsort(onsets)
+    return recurrence.Stalls(onsets[order], onsets[order] + lengths[order], lengths[order] / 1e3, DURATION_NS)
 
 
 def slices_and_daemon(seed: int, period_ns: float, late_ns: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -184,11 +187,11 @@ def test_a_rate_just_off_a_whole_number_of_ticks_held_by_the_ticks_slices_is_no_
     duration, period = DURATION_NS, 16.04e6
     slices, daemon = slices_and_daemon(3, period)
     tolerance = recurrence.TICK_MULTIPLE_TOLERANCE_SHARE * period
-    locked = stalls_at(slices, 500_000, duration)
+    locked = stalls_of((slices, 500_000))
     assert recurrence.whole_ticks(period, 250.0) == 4
     assert recurrence.tick_locked(locked, locked.start, period, 0.0, tolerance, 250.0)
     assert recurrence.hit_share(locked, 1e9 / period, 1e9 / duration, tick_hz=250.0) == 0.0
-    both = stalls_at(np.concatenate((slices, daemon)), 200_000, duration)
+    both = stalls_of((np.concatenate((slices, daemon)), 200_000))
     assert not recurrence.tick_locked(both, both.start, period, 1.3e6, tolerance, 250.0)
     assert recurrence.hit_share(both, 1e9 / period, 1e9 / duration, tick_hz=250.0) >= recurrence.MIN_HIT_SHARE
     # At the whole number itself the window keeps its phase of the tick all run: the tick's phases judge it.
@@ -203,7 +206,7 @@ def test_a_source_the_spectrum_names_is_not_given_up_for_the_folds_period_twice_
     is the event. (The fold's screen found nothing here at first: its pile-up was past the float's tail.)"""
     duration, period = DURATION_NS, 27e6
     slices, daemon = slices_and_daemon(5, period, late_ns=800_000)
-    stalls = stalls_at(np.concatenate((slices, daemon)), 300_000, duration)
+    stalls = stalls_of((np.concatenate((slices, daemon)), 300_000))
     folded = folding.slow_periods(stalls, duration, 250.0)
     assert [round(1000 / f.frequency_hz) for f in folded] == [54]
     spectral = analysis.Period(frequency_hz=round(1e9 / period, 2), prominence=10.0, harmonics=3, recurring=True)
@@ -213,14 +216,6 @@ def test_a_source_the_spectrum_names_is_not_given_up_for_the_folds_period_twice_
     kept, dropped = analysis.without_harmonics(stalls, 1e9 / duration, 250.0, both)
     assert [p.frequency_hz for p in kept] == [spectral.frequency_hz]
     assert [round(1000 / f) for f in dropped] == [54]
-
-
-def stalls_of(*trains: tuple[np.ndarray, float]) -> recurrence.Stalls:
-    """A core's stalls over DURATION_NS from (onsets ns, length ns) trains."""
-    onsets = np.concatenate([t for t, _ in trains])
-    lengths = np.concatenate([np.full(len(t), length) for t, length in trains])
-    order = np.argsort(onsets)
-    return recurrence.Stalls(onsets[order], onsets[order] + lengths[order], lengths[order] / 1e3, DURATION_NS)
 
 
 @pytest.mark.parametrize(("every_ms", "half"), [(13, "wake-up"), (26, "slices")])

@@ -293,6 +293,11 @@ def whole_ticks(period_ns: float, tick_hz: float | None, share_of_tick: int = 1)
     return int(round(count)) if count >= 1.5 and abs(count - round(count)) <= 0.01 * count else 0
 
 
+def offsets(times_ns: np.ndarray, phase_ns: float, period_ns: float) -> np.ndarray:
+    """Each of ``times_ns`` less the nearest time at ``phase_ns`` of a cycle of ``period_ns`` (ns, signed)."""
+    return times_ns - phase_ns - np.round((times_ns - phase_ns) / period_ns) * period_ns
+
+
 def tick_locked(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: float, tolerance_ns: float,
                 tick_hz: float | None) -> bool:
     """Are the stalls holding ``period_ns`` at ``phase_ns`` the tick's: do most of them (MIN_HIT_SHARE) start
@@ -312,8 +317,7 @@ def tick_locked(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: 
     tick_ns = 1e9 / tick_hz
     if stalls.duration_ns // period_ns * abs(period_ns - count * tick_ns) < tick_ns:
         return False
-    off = onsets - phase_ns - np.round((onsets - phase_ns) / period_ns) * period_ns
-    hits = onsets[np.abs(off) <= tolerance_ns]
+    hits = onsets[np.abs(offsets(onsets, phase_ns, period_ns)) <= tolerance_ns]
     if len(hits) < MIN_CYCLES:
         return False
     phases = np.sort(hits % tick_ns)
@@ -337,8 +341,7 @@ def turn_share(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> fl
     period = 1e9 / frequency_hz
     tolerance = TICK_MULTIPLE_TOLERANCE_SHARE * period
     phase = held_at(stalls, period, tolerance, onsets=longer.start, tick_hz=tick_hz)[3]
-    off = np.abs((longer.start - phase + period / 2) % period - period / 2)
-    at_phase = longer.lost_us[off <= tolerance]
+    at_phase = longer.lost_us[np.abs(offsets(longer.start, phase, period)) <= tolerance]
     return float(np.median(at_phase)) * 1e3 / period if len(at_phase) else 0.0
 
 
@@ -427,23 +430,15 @@ def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
 
 def multiple_held(stalls: Stalls, frequency_hz: float, k: int, bin_hz: float, tick_hz: float | None,
                   most_chance: float = MAX_CHANCE) -> tuple[float, float]:
-    """(frequency, hit share) at the ``k``-th multiple of a beat's rate: searched across ``k`` spectral bins
-    around ``k * frequency_hz``; where the stalls recur there, also at ``k`` times the beat's exact rate
-    (``exact_beat``), whichever holds more. The exact rate only sharpens what the search found: this VM's host
-    timers (100 Hz, and 5 ms after it) keep exact time with the tick as well, and at exact rates they alone
-    held 150 and 200 Hz in two controls (noise-keep20, -21), where the search finds nothing.
+    """(frequency, hit share) at the ``k``-th multiple of a beat's rate, searched across ``k`` spectral bins
+    around ``k * frequency_hz`` (``beat_multiple`` asks the beat's exact rate too).
 
     The search's steps widen with ``k``: at the 4th multiple of a 19.2 Hz comb they are a fifth of a bin
     apart, and over a 20 s run a step's error moves the phase by more than the 0.3 ms window (a 13 ms daemon
     held 95 % of its cycles at 76.911 Hz, 100 % at 76.923). A daemon woken by an absolute timer beats with
     the tick exactly, and its rate is the exact beat's multiple (benchmarks/noise_injected.py, noise-keep20:
     76.92 Hz held 100 % of the cycles in the seven 13 ms runs named at 6.5, 17.33 or 26 ms, or missed)."""
-    searched = hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz, most_chance=most_chance)
-    if not searched:
-        return frequency_hz * k, 0.0
-    exact = exact_beat(frequency_hz, tick_hz) * k
-    at_exact = hit_share(stalls, exact, 0.0, steps=1, tick_hz=tick_hz, most_chance=most_chance)
-    return (exact, at_exact) if at_exact > searched else (frequency_hz * k, searched)
+    return frequency_hz * k, hit_share(stalls, frequency_hz * k, bin_hz * k, tick_hz=tick_hz, most_chance=most_chance)
 
 
 def exact_beat(frequency_hz: float, tick_hz: float | None) -> float:
