@@ -19,7 +19,7 @@ the 90 ms daemon's 37 pulses among 865 onsets ranked below 40 others.)
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -52,10 +52,6 @@ CHUNK = 256
 # A period within this share of a whole multiple of a known event's is that event's (the tick measured
 # against CLOCK_MONOTONIC, to a part in 10^3).
 RATIO_SLACK = 0.002
-# A faster event explains the period when the phases a whole share of it apart hold this share of the best.
-FASTER_SHARE = 0.6
-# Faster events looked for down to this period (the 250 Hz tick's).
-FASTEST_NS = 3.9e6
 # A source above FWQ's priority (a kernel thread, an interrupt's, a real-time daemon) holds its core for its
 # whole burst whoever runs there: FWQ runs in no cycle just after its phase. On a crowded core FWQ is seldom
 # the one running when it fires (at load 5 its stalls started there in 5-17 of 63-75 cycles of a 250 ms one),
@@ -136,27 +132,12 @@ def refine(onsets_ns: np.ndarray, period_ns: float, duration_ns: float) -> float
     return float(trials[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), trials, FOLD_TOLERANCE_NS)))])
 
 
-def faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, onsets: np.ndarray) -> bool:
-    """Do the phases a whole share of ``period_ns`` after the event's hold stalls nearly as often (the median
-    of them FASTER_SHARE of its share): a faster event (the tick, the host's 100 Hz timer, a daemon the
-    spectrum names) recurring at every one of them, not one of this period?"""
-    return any(float(np.median(recurrence.shares_at(stalls, period_ns, FOLD_TOLERANCE_NS, shifted, onsets)[0]))
-               >= FASTER_SHARE * share for shifted in whole_shares(period_ns, phase_ns))
-
-
-def whole_shares(period_ns: float, phase_ns: float) -> Iterator[np.ndarray]:
-    """For each faster period down to FASTEST_NS that ``period_ns`` is a whole number d of: the phases
-    (ns into the cycle) d-1 whole shares of ``period_ns`` after ``phase_ns``, where its events would also be."""
-    for d in range(2, int(period_ns // FASTEST_NS) + 1):
-        yield (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
-
-
 def idle_faster(stalls: Stalls, period_ns: float, phase_ns: float) -> bool:
     """Is the core as idle after the phases a whole share of ``period_ns`` after the event's (the median of them
-    MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``faster``'s onsets: at the
+    MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``explained_faster``'s onsets: at the
     tick's busiest phase the load's slices start at every tick, and would explain any period there.)"""
     return any(float(np.median(recurrence.idle_shares(stalls, period_ns, shifted, IDLE_AFTER_NS, IDLE_WINDOW_NS)))
-               >= MIN_IDLE_SHARE for shifted in whole_shares(period_ns, phase_ns))
+               >= MIN_IDLE_SHARE for shifted in recurrence.whole_shares(period_ns, phase_ns))
 
 
 def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
@@ -206,7 +187,8 @@ def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float 
     if share < recurrence.MIN_HIT_SHARE:
         return None
     if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
-        return None if faster(stalls, period_ns, phase, share, onsets) else Fold(1e9 / period_ns, share, cycles)
+        return None if recurrence.explained_faster(stalls, period_ns, phase, share, chance, FOLD_TOLERANCE_NS, onsets) \
+            else Fold(1e9 / period_ns, share, cycles)
     # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step either
     # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
     idle, idle_chance, every, phase = max(

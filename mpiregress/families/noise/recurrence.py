@@ -15,8 +15,9 @@ hypervisor that test can find the host's faster pattern instead (1 kHz under the
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,6 +79,15 @@ LONG_STALL_NS = 1_000_000
 # sharing the core (two in equal turns hold each half), not an event: a daemon's burst was a tenth of its period
 # or less in every live set (benchmarks/noise_injected.py: 1 ms of 13, 2 of 27, 2 of 90).
 MIN_TURN_SHARE = 0.4
+# Faster events looked for down to this period (the 250 Hz tick's): ``whole_shares``.
+FASTEST_NS = 3.9e6
+# A faster event explains a period when the phases a whole share of it apart stand this share of its best
+# phase's height above chance (``explained_faster``): the fold's test, which drops a period it found.
+FASTER_SHARE = 0.6
+# The same for a rate the spectrum or a beat gave (``faster_explains``), which moves or drops a confirmed event:
+# nearly as high. The host's 10 ms timer under a 33.36 Hz line stood 88 % of its height at every 10 ms; a second
+# stall 5 ms after the timer in two cycles of three, 63 % (100 Hz is the event, not 200 Hz).
+NEARLY_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,30 @@ def held_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int =
     return best, chance_at(share, others), seen, at
 
 
+def whole_shares(period_ns: float, phase_ns: float) -> Iterator[np.ndarray]:
+    """For each faster period down to FASTEST_NS that ``period_ns`` is a whole number d of: the phases
+    (ns into the cycle) d-1 whole shares of ``period_ns`` after ``phase_ns``, where its events would also be."""
+    for d in range(2, int(period_ns // FASTEST_NS) + 1):
+        yield (phase_ns + np.arange(1, d) * period_ns / d) % period_ns
+
+
+def at_whole_shares(stalls: Stalls, period_ns: float, phase_ns: float, tolerance_ns: float,
+                    onsets: np.ndarray) -> Iterator[np.ndarray]:
+    """For each of ``whole_shares``: the share of the observable cycles in which one of ``onsets`` starts
+    within ``tolerance_ns`` of each of its phases (``shares_at``)."""
+    for shifted in whole_shares(period_ns, phase_ns):
+        yield shares_at(stalls, period_ns, tolerance_ns, shifted, onsets)[0]
+
+
+def explained_faster(stalls: Stalls, period_ns: float, phase_ns: float, share: float, chance: float,
+                     tolerance_ns: float, onsets: np.ndarray, least: float = FASTER_SHARE) -> bool:
+    """Do the phases a whole share of ``period_ns`` after the event's hold ``onsets`` nearly as often (the
+    median of them ``least`` of its ``share``'s height above ``chance``): a faster event (the tick, the
+    host's 100 Hz timer, a daemon the spectrum names) recurring at every one of them, not one of this period?"""
+    return any(float(np.median(shares)) - chance >= least * (share - chance)
+               for shares in at_whole_shares(stalls, period_ns, phase_ns, tolerance_ns, onsets))
+
+
 def phase_grid(period_ns: float, tolerance_ns: float, phases: int = 0) -> np.ndarray:
     """The phases (ns into the cycle) a period is folded at: ``phases`` of them, or one per ``tolerance_ns``
     (at least 8)."""
@@ -266,22 +300,63 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
               tick_hz: float | None = None, most_chance: float = MAX_CHANCE) -> float:
     """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence.
     ``most_chance``: the binomial tail allowed (``significant``)."""
+    return max((hold.share for hold in holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz, most_chance)),
+               default=0.0)
+
+
+class Hold(NamedTuple):
+    """The best phase at which stalls of one size recur at a rate: its share of the observable cycles, the
+    random phase's, the period and phase (ns) and window it was found at, and the onsets of that size."""
+
+    share: float
+    chance: float
+    period_ns: float
+    phase_ns: float
+    tolerance_ns: float
+    onsets: np.ndarray
+
+
+def holds_by_size(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
+                  tick_hz: float | None = None, most_chance: float = MAX_CHANCE) -> list[Hold]:
+    """For each of SIZES_US (shortest first) at which the stalls recur at ``frequency_hz`` (refined within
+    ``bin_hz`` in ``steps``): the best ``Hold`` (significant, and not the tick's slices: ``tick_locked``)."""
     if frequency_hz <= 0 or stalls.duration_ns * frequency_hz / 1e9 < MIN_CYCLES:
-        return 0.0
-    found = 0.0
+        return []
+    out: list[Hold] = []
     for size in SIZES_US:
         some = stalls.at_least(size).start
         if len(some) < MIN_CYCLES:
             break
+        at_size: Hold | None = None
         for f in np.linspace(frequency_hz - bin_hz / 2, frequency_hz + bin_hz / 2, steps):
             period = 1e9 / f
             share = TICK_MULTIPLE_TOLERANCE_SHARE if whole_ticks(period, tick_hz) else TOLERANCE_SHARE
             tolerance = min(max(share * period, TOLERANCE_NS), 0.25 * period)
             best, chance, cycles, phase = held_at(stalls, period, tolerance, onsets=some, tick_hz=tick_hz)
             if significant(best, chance, cycles, most_chance=most_chance) \
-                    and not tick_locked(stalls, some, period, phase, tolerance, tick_hz):
-                found = max(found, best)
-    return found
+                    and not tick_locked(stalls, some, period, phase, tolerance, tick_hz) \
+                    and (at_size is None or best > at_size.share):
+                at_size = Hold(best, chance, period, phase, tolerance, some)
+        if at_size is not None:
+            out.append(at_size)
+    return out
+
+
+def faster_explains(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None = None,
+                    steps: int = REFINE_STEPS) -> bool:
+    """Is the event the stalls recur at ``frequency_hz`` a faster one's: do the longest stalls that recur there
+    also start at every whole share of its cycle nearly as often (``explained_faster``, NEARLY_SHARE)? A
+    daemon's own stalls are its longest, the host's timer's a few microseconds.
+
+    On a core shared in turns the spectrum had a 33.36 Hz line, held by stalls of 20 us or more in 96 % of its
+    cycles and the phases 10 and 20 ms on in 91 and 87 % (chance 38 %): the host's 10 ms timer, named at
+    33.33 Hz in 3 of 15 controls of noise-keep26 and -27 (benchmarks/noise_injected.py)."""
+    held = holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz)
+    if not held:
+        return False
+    longest = held[-1]
+    return explained_faster(stalls, longest.period_ns, longest.phase_ns, longest.share, longest.chance,
+                            longest.tolerance_ns, longest.onsets, NEARLY_SHARE)
 
 
 def whole_ticks(period_ns: float, tick_hz: float | None, share_of_tick: int = 1) -> int:
@@ -351,7 +426,7 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
     fraction of it when the stalls recur there in clearly more cycles (a spectrum can read a slow train at
     its second or third harmonic; the time domain sees only every second or third cycle hold it there).
     (frequency_hz, 0) when it does not recur at all, nor at a multiple its comb has a line at (``lines``,
-    ``beat_multiple``)."""
+    ``beat_multiple``); (the rate, 0) when a faster event explains the rate it recurs at (``faster_explains``)."""
     share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
     if not share:
         return beat_multiple(stalls, frequency_hz, bin_hz, tick_hz, lines)
@@ -360,7 +435,8 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
         lower = hit_share(stalls, frequency_hz / d, bin_hz / d, tick_hz=tick_hz)
         if lower >= best[1] + FUNDAMENTAL_GAIN:
             best = (frequency_hz / d, lower)
-    return faster(stalls, *best, bin_hz, tick_hz)
+    rate, held = faster(stalls, *best, bin_hz, tick_hz)
+    return (rate, 0.0) if faster_explains(stalls, rate, bin_hz * rate / frequency_hz, tick_hz) else (rate, held)
 
 
 def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
@@ -403,11 +479,17 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
         at_exact = exact * k, hit_share(stalls, exact * k, 0.0, steps=1, tick_hz=tick_hz, most_chance=BEAT_MAX_CHANCE)
         if at_exact[1] > held.get(k, none)[1]:
             held[k] = at_exact
-    most = max((share for _, share in held.values()), default=0.0)
-    if not most:
-        return none
-    # Held every 26 ms too when held every 13 ms: the event's is the fastest held (nearly) as often (``faster``).
-    return max((m for m in held.values() if m[1] >= most - MULTIPLE_SLACK), key=lambda m: m[0])
+    while True:
+        most = max((share for _, share in held.values()), default=0.0)
+        if not most:
+            return none
+        # Held every 26 ms too when held every 13 ms: the event's is the fastest held (nearly) as often (``faster``).
+        k, best = max(((k, m) for k, m in held.items() if m[1] >= most - MULTIPLE_SLACK), key=lambda km: km[1][0])
+        # One a faster event explains is no candidate (a shared core's turns at the host's 10 ms held every 30 ms
+        # in all cycles, the 100 Hz itself in 76 %: 33.33 Hz in two controls of noise-keep26).
+        if not faster_explains(stalls, best[0], 0.0, tick_hz, steps=1):
+            return best
+        del held[k]
 
 
 def faster(stalls: Stalls, frequency_hz: float, share: float, bin_hz: float,
