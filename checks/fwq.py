@@ -24,6 +24,7 @@ from reframe.core.exceptions import SanityError
 
 from mpiregress.errors import InputError
 from mpiregress.families.noise import artifacts, findings, outcome, placement, power, probe, records, rtla
+from mpiregress.families.noise import known as noise_known
 from mpiregress.model.launch import KILL_ON_BAD_EXIT
 from mpiregress.model.names import METRICS
 from mpiregress.run.checkbase import OsuCheckBase
@@ -144,14 +145,15 @@ class FwqNoiseCheck(OsuCheckBase):
                         conditions=said)
             self.record({'node': node.node, 'layout': self.layout}, round(node.max_detour_us, 6), 'max_detour')
         rtla_text, rtla_reason = self.rtla_view()
-        self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason)
+        known = noise_known.known_of(self.current_system.name)
+        self.findings = artifacts.write(run, self.artifacts_dir(), rtla_text, rtla_reason, known)
         # The raw file beside the analysis: `mpiregress noise analyze` re-runs on it (docs/noise.md).
         artifacts.keep_raw(Path(self.stagedir) / self.fwq_file, self.artifacts_dir())
         self.conditions = {'layout': self.layout, 'cores': list(self.placed.cpus),
                            'priority': probe.priority_label(self.priority),
                            'nodes': {n.node: records.node_conditions(n) for n in run.nodes},
-                           'findings': findings.sentences(run),
-                           'events': findings.event_sentences(run),
+                           'findings': findings.sentences(run, known),
+                           'events': findings.event_sentences(run, known),
                            'rtla': '\n'.join(artifacts.kernel_side_by_side(run, rtla_text, rtla_reason)),
                            'artifacts': self.artifacts_where(),
                            'judged_by': records.JUDGED_BY}

@@ -9,9 +9,9 @@ defaults. It stands outside the stages, like the entry point: the facts below kn
 from mpiregress.builds import host_toolchain
 from mpiregress.cluster import local
 from mpiregress.families.links import analysis
-from mpiregress.families.noise import placement
+from mpiregress.families.noise import known, placement
 from mpiregress.run import options
 from mpiregress.verdict import noise, power
 from mpiregress.verdict.ab import sequential
 
-OWNERS = (host_toolchain, local, analysis, placement, options, noise, power, sequential)
+OWNERS = (host_toolchain, local, analysis, known, placement, options, noise, power, sequential)

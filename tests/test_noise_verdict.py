@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 from shared import REPO
-from test_noise_analysis import inject, quiet_core, write_fwq
+from test_noise_analysis import inject, quiet_core, run_of, write_fwq
 
 from mpiregress import report
-from mpiregress.families.noise import analysis, artifacts, findings, fwqfile, records
+from mpiregress.families.noise import analysis, artifacts, findings, fwqfile, known, records
 from mpiregress.model import baselines
 from mpiregress.model.results import Result
 from mpiregress.report import html, summary, verdict_text
@@ -68,6 +68,24 @@ def test_a_node_below_the_noise_floor_needs_a_look_without_any_event() -> None:
     banded = measured([], eff=0.70)
     banded[0].reference = 0.6
     assert compose.of_run(banded).state == "pass"
+
+
+def test_a_known_source_of_the_system_is_said_with_what_it_is_and_asks_no_one() -> None:
+    """The local VM's host timer (systems/local.yaml known_noise_sources) named on a core is said with what it
+    is, as evidence; a 13 ms daemon on the other core still needs a look."""
+    run = run_of(inject(quiet_core(12), 10_000_000, 300_000), inject(quiet_core(13), 13_000_000, 300_000))
+    local = known.known_of("local")
+    assert [k.hz for k in local] == [100.0]
+    events, said = findings.event_sentences(run, local), findings.sentences(run, local)
+    assert [e.split(" (")[0] for e in events] == ["A 76.9 Hz event on core 1 on n1"], said
+    (timer,) = [s for s in said if s.startswith("A 100 Hz event on core 0 on n1 (every 10 ms;")]
+    assert timer.endswith("; known on this system: the VM host's 10 ms timer (measured in controls with no "
+                          "injector) (systems/local.yaml known_noise_sources)."), timer
+    judged = compose.of_run([fwq("all_cores", "n1", 0.95, findings=said, events=events)])
+    assert [f.sentence for f in judged.findings if f.state == "needs a look"] == events
+    assert timer in [f.sentence for f in judged.of(compose.EVIDENCE)]
+    # Elsewhere (no such source in iris.yaml) the same run's 100 Hz asks for a person.
+    assert len(findings.event_sentences(run, known.known_of("iris"))) == 2
 
 
 def test_the_noise_section_shows_each_layout_measured_and_only_its_own_skip_reasons(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from mpiregress.errors import OK, InputError
-from mpiregress.families.noise import analysis, artifacts, fwqfile, placement, records, rtla
+from mpiregress.families.noise import analysis, artifacts, fwqfile, known, placement, records, rtla
 from mpiregress.model.inputs import read_json
 
 
@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--min-prominence", type=float, default=analysis.DEFAULT_MIN_PROMINENCE,
                    help="a spectral line counts at this multiple of its local background (default %(default)s)")
     a.add_argument("--rtla-output", type=Path, help="`rtla osnoise top` output of the same cores, shown side by side")
-    a.add_argument("--system", default="local")
+    a.add_argument("--system", default="local", help="the system the file was measured on: its records' system, "
+                   "and its known_noise_sources said beside the events they are (default %(default)s)")
     a.add_argument("--partition", default="batch")
     a.add_argument("--method", default="source")
     a.add_argument("--layout", default="all_cores", choices=records.LAYOUTS)
@@ -71,7 +72,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             rtla_text = args.rtla_output.read_text()
         except OSError as err:
             raise InputError(f"cannot read --rtla-output {args.rtla_output}: {err.strerror}") from None
-    lines = artifacts.write(run, args.out, rtla_text)
+    lines = artifacts.write(run, args.out, rtla_text, known=known.known_of(args.system))
     recs = records.to_records(run, system=args.system, partition=args.partition, method=args.method,
                               layout=args.layout)
     (args.out / "records.json").write_text(json.dumps(recs, indent=1) + "\n")

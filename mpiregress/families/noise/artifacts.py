@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from mpiregress.errors import InputError
 from mpiregress.families.noise import analysis, findings, rtla
+from mpiregress.families.noise.known import KnownSource
 from mpiregress.families.pyplot import agg_pyplot
 
 
@@ -72,10 +74,12 @@ def spectrum_figure(run: analysis.RunNoise, path: Path, max_hz: float = 1000.0) 
     plt.close(fig)
 
 
-def write(run: analysis.RunNoise, out: Path, rtla_text: str | None, rtla_reason: str | None = None) -> list[str]:
-    """Write summary.txt, cores.tsv and spectrum.png into ``out``; return the summary's lines."""
+def write(run: analysis.RunNoise, out: Path, rtla_text: str | None, rtla_reason: str | None = None,
+          known: Sequence[KnownSource] = ()) -> list[str]:
+    """Write summary.txt, cores.tsv and spectrum.png into ``out``; return the summary's lines (the system's
+    ``known`` sources said as such)."""
     out.mkdir(parents=True, exist_ok=True)
-    lines = findings.sentences(run) + kernel_side_by_side(run, rtla_text, rtla_reason)
+    lines = findings.sentences(run, known) + kernel_side_by_side(run, rtla_text, rtla_reason)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     (out / "cores.tsv").write_text(core_table(run))
     spectrum_figure(run, out / "spectrum.png")

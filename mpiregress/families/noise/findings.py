@@ -1,10 +1,14 @@
 """Sentences an admin reads: one per node, one per core that lost time or shows a periodic event."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mpiregress.families.noise import folding, recurrence
 from mpiregress.families.noise.analysis import MIN_EVENT_HZ, CoreNoise, NodeNoise, Period, RunNoise, is_slow
+from mpiregress.families.noise.known import KEY as KNOWN_KEY
+from mpiregress.families.noise.known import KnownSource
 
 # Below this share of lost time a core is not worth a sentence of its own.
 WORTH_NAMING = 0.01
@@ -57,13 +61,30 @@ def core_events(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[Period]:
     return [p for p in core.periods if not any(same_event(p, h) for h in skip)]
 
 
-def periodic(core: CoreNoise, skip: tuple[Period, ...] = ()) -> list[str]:
+def known_as(p: Period, known: Sequence[KnownSource]) -> KnownSource | None:
+    """The system's known source ``p`` is at (``same_period``; slow lines are no source), or None."""
+    return None if is_slow(p) else next((k for k in known if same_period(p.frequency_hz, k.hz)), None)
+
+
+def known_note(p: Period, known: Sequence[KnownSource]) -> str:
+    """'; known on this system: the VM host's timer (systems/local.yaml known_noise_sources)', or ''."""
+    k = known_as(p, known)
+    return f"; known on this system: {k.what} ({k.source} {KNOWN_KEY})" if k else ""
+
+
+def periodic(core: CoreNoise, skip: tuple[Period, ...] = (), known: Sequence[KnownSource] = ()) -> list[str]:
     """'a 100 Hz event on core 1 on n1 (every 10 ms; spectral line 350x its background, 4 harmonics)' for each.
 
-    ``skip``: the events already said once for every core of the host.
+    ``skip``: the events already said once for every core of the host; ``known``: the system's known sources
+    (said beside the event they are).
     """
-    return [f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} ({every(p.frequency_hz)}; "
-            f"{evidence(p, p.prominence)})" for p in core_events(core, skip)]
+    return [core_event(core, p, known) for p in core_events(core, skip)]
+
+
+def core_event(core: CoreNoise, p: Period, known: Sequence[KnownSource] = ()) -> str:
+    """The clause of one core's event ``p`` (``periodic``)."""
+    return (f"a {hz(p.frequency_hz)} Hz event on {core_label(core)} on {core.node} ({every(p.frequency_hz)}; "
+            f"{evidence(p, p.prominence)}){known_note(p, known)}")
 
 
 def evidence(p: Period, prominence: float) -> str:
@@ -222,8 +243,9 @@ def one_core_events(run: RunNoise) -> list[tuple[CoreNoise, Period]]:
             for p in core_events(core, host_skip(events, node.node))]
 
 
-def host_event(p: Period, prominence: float, where: str) -> str:
-    """The sentence of a host's event; slow lines say they are no period the run can place."""
+def host_event(p: Period, prominence: float, where: str, known: Sequence[KnownSource] = ()) -> str:
+    """The sentence of a host's event; slow lines say they are no period the run can place; a system's known
+    source says what it is (``known``)."""
     if is_slow(p):
         what = (f"Slow lines (strongest at {hz(p.frequency_hz)} Hz, no period a run can place: a few long "
                 f"stalls, such as the kernel throttling a real-time FWQ for 50 ms a second)")
@@ -232,31 +254,39 @@ def host_event(p: Period, prominence: float, where: str) -> str:
         what = f"A {hz(p.frequency_hz)} Hz event"
         line = f"{every(p.frequency_hz)}; " + (evidence(p, prominence) if p.folded else
                                                 f"spectral line up to {prominence:.0f}x its background")
-    return f"{what} on every core of {where} ({line}): the host's own, not one core's."
+    return f"{what} on every core of {where} ({line}): the host's own, not one core's{known_note(p, known)}."
 
 
-def event_sentences(run: RunNoise) -> list[str]:
-    """The sentences of the periodic events a run names (the host's, then each core's): what the verdict
-    asks a person to look at. Efficiency, stalls and the tick are said in ``sentences`` only."""
-    events = host_events(run)
+def event_sentences(run: RunNoise, known: Sequence[KnownSource] = ()) -> list[str]:
+    """The sentences of the periodic events a run names (the host's, then each core's), the system's ``known``
+    sources left out: what the verdict asks a person to look at. Efficiency, stalls, the tick and the known
+    sources are said in ``sentences`` only."""
+    events = [(where, p, prom) for where, p, prom in host_events(run) if not known_as(p, known)]
     names = ", ".join(node.node for node in run.nodes)
     out = [host_event(p, prom, names if where is None else where) for where, p, prom in events
            if where is None or where in {n.node for n in run.nodes}]
+    said = host_events(run)
     for node in run.nodes:
-        skip = host_skip(events, node.node)
+        skip = host_skip(said, node.node)
         for core in node.cores:
-            out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+            out.extend(capital(core_event(core, p)) for p in core_events(core, skip) if not known_as(p, known))
     return out
 
 
-def sentences(run: RunNoise) -> list[str]:
-    """All findings of a run, node by node; the truncation first when data was lost."""
+def capital(clause: str) -> str:
+    """A clause as a sentence."""
+    return clause[0].upper() + clause[1:] + "."
+
+
+def sentences(run: RunNoise, known: Sequence[KnownSource] = ()) -> list[str]:
+    """All findings of a run, node by node (the system's ``known`` sources said as such); the truncation first
+    when data was lost."""
     out = [f"file cut short: {run.truncated}."] if run.truncated else []
     events = host_events(run)
     names = ", ".join(node.node for node in run.nodes)
-    out.extend(host_event(p, prom, names) for where, p, prom in events if where is None)
+    out.extend(host_event(p, prom, names, known) for where, p, prom in events if where is None)
     for node in run.nodes:
-        out.extend(host_event(p, prom, node.node) for where, p, prom in events if where == node.node)
+        out.extend(host_event(p, prom, node.node, known) for where, p, prom in events if where == node.node)
         skip = host_skip(events, node.node)
         out.append(node_sentence(node))
         tick = tick_sentence(node)
@@ -269,6 +299,6 @@ def sentences(run: RunNoise) -> list[str]:
                 out.append(f"{node.node} {core_label(core)}: {core.lost_fraction:.1%} of the time lost, "
                            f"{core.detours_per_s:.0f} detours/s above {core.threshold_us:.1f} us, largest "
                            f"{core.max_detour_us:.0f} us.")
-            out.extend(s[0].upper() + s[1:] + "." for s in periodic(core, skip))
+            out.extend(capital(s) for s in periodic(core, skip, known))
             out.extend(said for said in (turns_sentence(core), stalls_sentence(core)) if said)
     return out
