@@ -187,7 +187,10 @@ def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float 
     if share < recurrence.MIN_HIT_SHARE:
         return None
     if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
-        return None if recurrence.explained_faster(stalls, period_ns, phase, share, chance, FOLD_TOLERANCE_NS, onsets) \
+        # Chance 0: a period the blind search found goes when its whole shares hold 60 % of its share, however
+        # often a random phase holds (weighed against chance, a 13 ms daemon's 26 ms stayed the fold's in
+        # noise-keep23 and took its 76.92 Hz for a harmonic).
+        return None if recurrence.explained_faster(stalls, period_ns, phase, share, 0.0, FOLD_TOLERANCE_NS, onsets) \
             else Fold(1e9 / period_ns, share, cycles)
     # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step either
     # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
