@@ -82,7 +82,8 @@ MIN_TURN_SHARE = 0.4
 # Faster events looked for down to this period (the 250 Hz tick's): ``whole_shares``.
 FASTEST_NS = 3.9e6
 # A faster event explains a period when the phases a whole share of it apart stand this share of its best
-# phase's height above chance (``explained_faster``): the fold's test, which drops a period it found.
+# phase's height above chance (``explained_faster``): the fold's test, which drops a period it found (weighed
+# against no chance there: folding.judged).
 FASTER_SHARE = 0.6
 # The same for a rate the spectrum or a beat gave (``faster_explains``), which moves or drops a confirmed event:
 # nearly as high. The host's 10 ms timer under a 33.36 Hz line stood 88 % of its height at every 10 ms; a second
@@ -464,7 +465,9 @@ def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: f
     13 ms held all 136-174 cycles at the exact rate. Tried only up to BEAT_MAX_MULTIPLE, the exact rates named
     20, 30, 33.33, 40 or 66.67 Hz in 8 controls of 180 kept files: whole multiples of the host's 10 ms timer,
     whose own 100 Hz lay past the 16th multiple of those combs or was not tried; with every multiple tried it is
-    the fastest held, and those are named as the host's 100 Hz (in 63 of the 180 files, 27 before)."""
+    the fastest held, and those are named as the host's 100 Hz (in 63 of the 180 files, 27 before).
+
+    A multiple a faster event explains (``faster_explains``) gives way to the next held one."""
     none = (frequency_hz, 0.0)
     multiples = beat_multiples(frequency_hz, tick_hz)
     lined = [k for k in multiples if any(abs(f - frequency_hz * k) <= max(bin_hz, 0.01 * f) for f in lines)]
