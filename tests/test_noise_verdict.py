@@ -79,8 +79,8 @@ def test_a_known_source_of_the_system_is_said_with_what_it_is_and_asks_no_one() 
     events, said = findings.event_sentences(run, local), findings.sentences(run, local)
     assert [e.split(" (")[0] for e in events] == ["A 76.9 Hz event on core 1 on n1"], said
     (timer,) = [s for s in said if s.startswith("A 100 Hz event on core 0 on n1 (every 10 ms;")]
-    assert timer.endswith("; known on this system: the VM host's 10 ms timer (measured in controls with no "
-                          "injector) (systems/local.yaml known_noise_sources)."), timer
+    assert timer.endswith("; known on this system: the VM host's 10 ms timer, measured in controls with no "
+                          "injector (systems/local.yaml known_noise_sources)."), timer
     judged = compose.of_run([fwq("all_cores", "n1", 0.95, findings=said, events=events)])
     assert [f.sentence for f in judged.findings if f.state == "needs a look"] == events
     assert timer in [f.sentence for f in judged.of(compose.EVIDENCE)]
