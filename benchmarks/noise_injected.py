@@ -212,7 +212,7 @@ The full set again (2026-11-29 morning, ``--repeat 5 --keep noise-keep27``, two 
 load 1.1-7.5, median 4.7, FWQ keeping 8-32 %), live by 7c7f131:
 
     injector(s)        normal   fifo10      other periods said
-    13 ms @0             5/5      5/5       controls: the host's 100 Hz in 8 of 15, 33.36 Hz once; in 4 of
+    13 ms @0             5/5      5/5       controls: the host's 100 Hz in 6 of 15, 33.36 Hz once; in 4 of
     27 ms @0             5/5      5/5       60 injected runs 3.34 and 5.13 Hz (one real-time pair run), 8 Hz
     90 ms @0             1/5      5/5       (the 2nd harmonic of a real-time 250 ms source it missed),
     250 ms @0            4/5      5/5       4.05 Hz beside 13 ms, 22.25 Hz beside 250 ms

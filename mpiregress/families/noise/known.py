@@ -2,7 +2,7 @@
 
 An event the noise family names at a known source's rate is still said, with what the system's file says it
 is, but it is evidence in the verdict, not "needs a look" in every weekly run: on the local cluster the VM
-host's 10 ms timer was named in 8 of 15 controls of one set (benchmarks/noise_injected.py, noise-keep27).
+host's 10 ms timer was named in 6 of 15 controls of one set (benchmarks/noise_injected.py, noise-keep27).
 A new source, or a known one at a new rate, still asks for a person.
 """
 from __future__ import annotations
