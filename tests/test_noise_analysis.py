@@ -726,6 +726,22 @@ def test_a_combs_multiples_a_host_timer_holds_are_named_at_the_timers_own_rate(
     assert frequency == pytest.approx(100.0) and share >= 0.95
 
 
+def test_a_combs_multiple_a_faster_event_explains_gives_way_to_the_next_held() -> None:
+    """Measured: core 0 of a control of noise-keep26 (two busy loops pinned on each core, load 7-12), shared in
+    turns the host's 10 ms timer paces (the analysis's stalls, kept in tests/data). Its comb 8.33 Hz apart holds
+    every 30 ms in all cycles at the exact beat and every 10 ms in 76 %; but its longest stalls start 10 and
+    20 ms after the 30 ms phase nearly as often: the 30 ms is every third of the timer's cycles, and the event
+    is the timer's 100 Hz (a known source of the local system), not the 33.33 Hz it was named at."""
+    data = np.load(Path(__file__).parent / "data" / "noise-keep26-control2-core0-stalls.npz")
+    stalls = recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"]))
+    thirty = 1000.0 / 30
+    assert recurrence.hit_share(stalls, thirty, 0.0, steps=1, tick_hz=250.0,
+                                most_chance=recurrence.BEAT_MAX_CHANCE) == 1.0          # what the exact beat holds
+    assert recurrence.faster_explains(stalls, thirty, 0.0, 250.0, steps=1)
+    frequency, share = recurrence.beat_multiple(stalls, 8.33, 0.0459, 250.0, [33.3549, 66.652, 108.7209])
+    assert frequency == pytest.approx(100.0) and share == pytest.approx(0.76, abs=0.01)
+
+
 def test_a_tick_under_a_faster_hosts_pattern_is_still_the_tick() -> None:
     """The local VM's kernel ticks at 250 Hz under its host's 1 kHz pattern: the node's tick is measured at 1 kHz
     (the highest rate its stalls hold), and the 250 Hz tick's lines and those of slices of two ticks (125, 375 Hz)
