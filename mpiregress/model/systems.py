@@ -315,6 +315,16 @@ def load_all(root: Path = REPO_ROOT) -> list[System]:
     return list(_load_all(paths.systems_dir(root).resolve()))
 
 
+def section(name: str, key: str) -> tuple[Any, str] | None:
+    """(the value of the top-level section ``key`` of system ``name``'s file, None when absent; where it is
+    written, 'systems/<name>.yaml'), or None for a name with no system file (results imported from elsewhere).
+    A malformed file raises its one-sentence InputError."""
+    if name not in paths.system_names():
+        return None
+    found = get(name)
+    return found.data.get(key), f"systems/{found.name}.yaml"
+
+
 def get(name: str, root: Path = REPO_ROOT) -> System:
     """The system called ``name``; an InputError lists the known ones."""
     for system in load_all(root):

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mpiregress.model import systems
-from mpiregress.paths import system_names
 
 MIN_RUNS = 5             # probes of a node before its own band is trusted
 Z = 3.5                  # one-sided, as the gate's (many nodes are probed at once)
@@ -69,10 +68,8 @@ def _check_floor(value: Any, path: Path, key: str) -> None:
 def floor_of(system: str) -> NoiseFloor:
     """The noise floor of ``system`` (its systems/<name>.yaml); the default for a name with no system file
     (results imported from elsewhere). A malformed system file raises its one-sentence InputError."""
-    if system not in system_names():
-        return DEFAULT_FLOOR
-    found = systems.get(system)
-    return floor_from(found.data.get("noise_floor"), f"systems/{found.name}.yaml")
+    found = systems.section(system, "noise_floor")
+    return DEFAULT_FLOOR if found is None else floor_from(*found)
 
 
 @dataclass(frozen=True)

@@ -261,11 +261,11 @@ def event_sentences(run: RunNoise, known: Sequence[KnownSource] = ()) -> list[st
     """The sentences of the periodic events a run names (the host's, then each core's), the system's ``known``
     sources left out: what the verdict asks a person to look at. Efficiency, stalls, the tick and the known
     sources are said in ``sentences`` only."""
-    events = [(where, p, prom) for where, p, prom in host_events(run) if not known_as(p, known)]
+    said = host_events(run)
+    events = [(where, p, prom) for where, p, prom in said if not known_as(p, known)]
     names = ", ".join(node.node for node in run.nodes)
     out = [host_event(p, prom, names if where is None else where) for where, p, prom in events
            if where is None or where in {n.node for n in run.nodes}]
-    said = host_events(run)
     for node in run.nodes:
         skip = host_skip(said, node.node)
         for core in node.cores:

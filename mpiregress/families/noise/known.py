@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from mpiregress.model import systems
-from mpiregress.paths import system_names
 
 KEY = "known_noise_sources"
 
@@ -51,7 +50,5 @@ def _check(value: Any, path: Path, key: str) -> None:
 
 def known_of(system: str) -> tuple[KnownSource, ...]:
     """The known sources of ``system`` (none for a name with no system file: results imported from elsewhere)."""
-    if system not in system_names():
-        return ()
-    found = systems.get(system)
-    return sources_from(found.data.get(KEY), f"systems/{found.name}.yaml")
+    found = systems.section(system, KEY)
+    return () if found is None else sources_from(*found)

@@ -301,8 +301,12 @@ def hit_share(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = R
               tick_hz: float | None = None, most_chance: float = MAX_CHANCE) -> float:
     """The best share of observable cycles holding a stall (``recurs``) at ``frequency_hz``; 0: no recurrence.
     ``most_chance``: the binomial tail allowed (``significant``)."""
-    return max((hold.share for hold in holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz, most_chance)),
-               default=0.0)
+    return best_share(holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz, most_chance))
+
+
+def best_share(held: Sequence[Hold]) -> float:
+    """The best share of ``held`` (``holds_by_size``); 0 when there is none."""
+    return max((hold.share for hold in held), default=0.0)
 
 
 class Hold(NamedTuple):
@@ -352,7 +356,11 @@ def faster_explains(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz:
     On a core shared in turns the spectrum had a 33.36 Hz line, held by stalls of 20 us or more in 96 % of its
     cycles and the phases 10 and 20 ms on in 91 and 87 % (chance 38 %): the host's 10 ms timer, named at
     33.33 Hz in 3 of 15 controls of noise-keep26 and -27 (benchmarks/noise_injected.py)."""
-    held = holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz)
+    return longest_explained(stalls, holds_by_size(stalls, frequency_hz, bin_hz, steps, tick_hz))
+
+
+def longest_explained(stalls: Stalls, held: Sequence[Hold]) -> bool:
+    """``faster_explains`` on the holds a caller has found already (``holds_by_size``)."""
     if not held:
         return False
     longest = held[-1]
@@ -428,7 +436,8 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
     its second or third harmonic; the time domain sees only every second or third cycle hold it there).
     (frequency_hz, 0) when it does not recur at all, nor at a multiple its comb has a line at (``lines``,
     ``beat_multiple``); (the rate, 0) when a faster event explains the rate it recurs at (``faster_explains``)."""
-    share = hit_share(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
+    held_here = holds_by_size(stalls, frequency_hz, bin_hz, tick_hz=tick_hz)
+    share = best_share(held_here)
     if not share:
         return beat_multiple(stalls, frequency_hz, bin_hz, tick_hz, lines)
     best = (frequency_hz, share)
@@ -437,7 +446,9 @@ def fundamental(stalls: Stalls, frequency_hz: float, bin_hz: float,
         if lower >= best[1] + FUNDAMENTAL_GAIN:
             best = (frequency_hz / d, lower)
     rate, held = faster(stalls, *best, bin_hz, tick_hz)
-    return (rate, 0.0) if faster_explains(stalls, rate, bin_hz * rate / frequency_hz, tick_hz) else (rate, held)
+    at_rate = held_here if rate == frequency_hz else \
+        holds_by_size(stalls, rate, bin_hz * rate / frequency_hz, tick_hz=tick_hz)
+    return (rate, 0.0) if longest_explained(stalls, at_rate) else (rate, held)
 
 
 def beat_multiple(stalls: Stalls, frequency_hz: float, bin_hz: float, tick_hz: float | None,
