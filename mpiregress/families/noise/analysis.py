@@ -653,7 +653,7 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     in 3 runs of 5 of noise-keep15."""
     folded: list[Period] = []
     rates: list[float] = []             # the folds' rates as found (a Period's is rounded to 0.01 Hz)
-    for fold in folding.slow_periods(stalls, cpu_ns, tick):
+    for fold in folding.slow_periods(stalls, cpu_ns, tick, faster_hz=[p.frequency_hz for p in periods]):
         frequency = fold.frequency_hz
         if not any(abs(p.frequency_hz - frequency) <= 0.02 * frequency for p in (*periods, *folded)):
             folded.append(Period(frequency_hz=round(frequency, 2), prominence=0.0, harmonics=0, recurring=True,

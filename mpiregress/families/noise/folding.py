@@ -19,7 +19,7 @@ the 90 ms daemon's 37 pulses among 865 onsets ranked below 40 others.)
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -67,6 +67,8 @@ IDLE_AFTER_NS = FOLD_TOLERANCE_NS
 IDLE_WINDOW_NS = 1_000_000
 MIN_IDLE_SHARE = 0.98
 IDLE_MAX_CHANCE = 1e-5
+# The idle window is tried after at most this many phases of the onsets' best share.
+MAX_TIED = 4
 
 
 class Fold(NamedTuple):
@@ -77,6 +79,8 @@ class Fold(NamedTuple):
     cycles: int         # the cycles FWQ could see there
     # Where the core was idle after that phase in nearly every cycle (IDLE_WINDOW_NS): (those cycles, all).
     idle: tuple[int, int] | None = None
+    # The folds at whole shares of its period that hold nearly as often (``faster_folds``): one_event weighs them.
+    faster: tuple[Fold, ...] = ()
 
 
 def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
@@ -134,10 +138,10 @@ def refine(onsets_ns: np.ndarray, period_ns: float, duration_ns: float) -> float
 
 def idle_faster(stalls: Stalls, period_ns: float, phase_ns: float) -> bool:
     """Is the core as idle after the phases a whole share of ``period_ns`` after the event's (the median of them
-    MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``explained_faster``'s onsets: at the
+    MIN_IDLE_SHARE): a faster source holding the core at every one of them? (Not ``faster_folds``' onsets: at the
     tick's busiest phase the load's slices start at every tick, and would explain any period there.)"""
     return any(float(np.median(recurrence.idle_shares(stalls, period_ns, shifted, IDLE_AFTER_NS, IDLE_WINDOW_NS)))
-               >= MIN_IDLE_SHARE for shifted in recurrence.whole_shares(period_ns, phase_ns))
+               >= MIN_IDLE_SHARE for _, shifted in recurrence.whole_shares(period_ns, phase_ns))
 
 
 def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
@@ -178,29 +182,55 @@ def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
     return onsets_ns[(index != busiest) & (index != (busiest + 1) % int(np.ceil(period / FOLD_TOLERANCE_NS)))]
 
 
-def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None) -> Fold | None:
+def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float | None,
+           faster_hz: Sequence[float] = ()) -> Fold | None:
     """The period when the ``onsets`` recur at one phase of ``period_ns`` as an event's (``slow_periods``' test):
     beyond chance in the cycles FWQ could see there, or in most of them with the core idle after that phase in
-    nearly every cycle (``IDLE_WINDOW_NS``); else None."""
+    nearly every cycle (``IDLE_WINDOW_NS``); else None. Chance counts the phases of the tick and of
+    ``faster_hz``, the events already named on the core, where the period is a whole number of theirs
+    (recurrence.visited_phases)."""
     share, chance, cycles, phase = recurrence.held_at(stalls, period_ns, FOLD_TOLERANCE_NS, onsets=onsets,
-                                                      tick_hz=tick_hz)
+                                                      tick_hz=tick_hz, faster_hz=faster_hz)
     if share < recurrence.MIN_HIT_SHARE:
         return None
     if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
-        # Chance 0: a period the blind search found goes when its whole shares hold 60 % of its share, however
-        # often a random phase holds (weighed against chance, a 13 ms daemon's 26 ms stayed the fold's in
-        # noise-keep23 and took its 76.92 Hz for a harmonic).
-        return None if recurrence.explained_faster(stalls, period_ns, phase, share, 0.0, FOLD_TOLERANCE_NS, onsets) \
-            else Fold(1e9 / period_ns, share, cycles)
+        shares = faster_folds(stalls, onsets, period_ns, phase, share, tick_hz, faster_hz)
+        return None if shares is None else Fold(1e9 / period_ns, share, cycles, faster=shares)
     # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step either
-    # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14).
+    # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14), and at each
+    # phase the onsets hold as often (few cycles show a real-time source's phase: a real-time 250 ms source's held
+    # 6 of 6 beside a phase of the load's that held 7 of 7, noise-keep20).
     idle, idle_chance, every, phase = max(
-        (*recurrence.idle_at(stalls, period_ns, phase + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz),
-         phase + shift) for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
+        (*recurrence.idle_at(stalls, period_ns, best + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz, faster_hz),
+         best + shift)
+        for best in recurrence.best_phases(stalls, period_ns, FOLD_TOLERANCE_NS, onsets, MAX_TIED)
+        for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
     if idle < MIN_IDLE_SHARE or recurrence.chance_of(idle, every, idle_chance) > IDLE_MAX_CHANCE \
             or idle_faster(stalls, period_ns, phase):
         return None
     return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every))
+
+
+def faster_folds(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: float, share: float,
+                 tick_hz: float | None, faster_hz: Sequence[float] = ()) -> tuple[Fold, ...] | None:
+    """The folds at the whole shares of ``period_ns`` whose phases hold the onsets nearly as often as its phase
+    (recurrence.explaining_shares, 60 % of its ``share`` against no chance), each judged on its own: the faster
+    event the period may be, for one_event to weigh against it. None when one of them is no fold of its own
+    (faster than the fold searches, MIN_PERIOD_NS, or not held there): the period is that faster event's.
+
+    Against no chance, however often a random phase holds: weighed against chance, a 13 ms daemon's 26 ms stayed
+    the fold's in noise-keep23 and took its 76.92 Hz for a harmonic. Weighed, not dropped, where the share is a
+    fold too: a real-time 250 ms source's phase held 17 of 17 cycles, the phase 125 ms on 2 in 3 (the load's
+    slices after its burst), and dropped for its 125 ms it was told as an 8 Hz event held in 27 of 33
+    (noise-keep27)."""
+    found: list[Fold] = []
+    for d in recurrence.explaining_shares(stalls, period_ns, phase_ns, share, 0.0, FOLD_TOLERANCE_NS, onsets):
+        fold = None if period_ns / d < MIN_PERIOD_NS else \
+            judged(stalls, onsets, refine(onsets, period_ns / d, stalls.duration_ns), tick_hz, faster_hz)
+        if fold is None:
+            return None
+        found.append(fold)
+    return tuple(found)
 
 
 def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
@@ -234,13 +264,14 @@ def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None
 
 
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
-                 known_hz: Sequence[float] = (), near_hz: float | None = None) -> list[Fold]:
+                 known_hz: Sequence[float] = (), near_hz: float | None = None,
+                 faster_hz: Sequence[float] = ()) -> list[Fold]:
     """Each period from MIN_PERIOD_NS up that the core's stall onsets recur at, found without the spectrum;
     ``cpu_ns``: the time FWQ held its core (what sets the cycles it can see), ``known_hz``: the events already
     named on the core (their multiples are theirs).
     ``near_hz``: screen only within NEAR of that rate (the power, which knows the rate it added: the cost of
     a run's whole screen per stall size tried; it assumes the whole screen would rank it among its
-    CANDIDATES)."""
+    CANDIDATES). ``faster_hz``: the events the spectrum named on the core (``judged``)."""
     slowest_ns = cpu_ns / MIN_OBSERVED
     fastest_ns = MIN_PERIOD_NS
     if near_hz:
@@ -262,9 +293,12 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
             if any(abs(1e9 / guess - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found):
                 continue
-            held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz)
+            held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz, faster_hz)
             if held:
                 found.append(held)
+        for faster in (f for fold in list(found) for f in _shares_of(fold)):
+            if not any(abs(faster.frequency_hz - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found):
+                found.append(faster)
     # Two periods found, one a whole multiple of the other, are one event (one_event): an event every 250 ms
     # held 79 % of 125 ms cycles, 100 % of its own; a 90 ms one held 93 % of its cycles and all of a 270 ms
     # run's 11, by their fewness.
@@ -274,6 +308,12 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
     shares = {f.frequency_hz: f.share for f in found}
     kept = one_event(list(shares), shares.__getitem__, same)
     return [f for f in found if f.frequency_hz in kept]
+
+
+def _shares_of(fold: Fold) -> Iterator[Fold]:
+    for faster in fold.faster:
+        yield faster
+        yield from _shares_of(faster)
 
 
 def one_event(rates_hz: Sequence[float], share: Callable[[float], float],
