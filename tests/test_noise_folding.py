@@ -317,3 +317,13 @@ def test_a_real_time_sources_idle_window_is_asked_at_each_phase_of_the_best_shar
     period = folding.refine(folding.off_tick(onsets, 250.0), 250e6, stalls.duration_ns)
     assert len(recurrence.best_phases(stalls, period, folding.FOLD_TOLERANCE_NS, onsets, folding.MAX_TIED)) == 2
     assert [round(f.frequency_hz, 1) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [4.0]
+
+
+def test_a_daemon_whose_wake_up_costs_fwq_a_stall_at_every_share_is_not_told_at_a_multiple() -> None:
+    """Measured: core 0 of noise-keep28, a 27 ms daemon at normal priority (load 5, FWQ keeping 14 %). Folded at
+    54 ms its phase held a long stall in 45 of 45 cycles, the phase 27 ms on in 29 of 44; the 27 ms fold held 76
+    of 91. Weighed as a real-time source and its slower share are, 54 ms would win by its 15 points; but stalls of
+    any size start at both phases in every cycle (``split``): the daemon's, every 27 ms."""
+    stalls, cpu_ns = measured("noise-keep28-normal27ms-core0")
+    assert folding.split(stalls, 1000 / 54, 2, 250.0)
+    assert [round(f.frequency_hz, 2) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [37.04]

@@ -216,16 +216,20 @@ def faster_folds(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns:
     """The folds at the whole shares of ``period_ns`` whose phases hold the onsets nearly as often as its phase
     (recurrence.explaining_shares, 60 % of its ``share`` against no chance), each judged on its own: the faster
     event the period may be, for one_event to weigh against it. None when one of them is no fold of its own
-    (faster than the fold searches, MIN_PERIOD_NS, or not held there): the period is that faster event's.
+    (faster than the fold searches, MIN_PERIOD_NS, or not held there) or stalls of any size start at each of its
+    phases as often as at the period's (``split``): the period is that faster event's.
 
     Against no chance, however often a random phase holds: weighed against chance, a 13 ms daemon's 26 ms stayed
     the fold's in noise-keep23 and took its 76.92 Hz for a harmonic. Weighed, not dropped, where the share is a
     fold too: a real-time 250 ms source's phase held 17 of 17 cycles, the phase 125 ms on 2 in 3 (the load's
     slices after its burst), and dropped for its 125 ms it was told as an 8 Hz event held in 27 of 33
-    (noise-keep27)."""
+    (noise-keep27). Dropped where ``split``: a 27 ms daemon at normal priority held its phase of 54 ms in 45 of
+    45 cycles by long stalls and the phase 27 ms on in 29 of 44, but by stalls of any size in 44 of 44 (its
+    wake-up costs FWQ microseconds where it does not preempt at once), and weighed it was told at 54 ms
+    (noise-keep28)."""
     found: list[Fold] = []
     for d in recurrence.explaining_shares(stalls, period_ns, phase_ns, share, 0.0, FOLD_TOLERANCE_NS, onsets):
-        fold = None if period_ns / d < MIN_PERIOD_NS else \
+        fold = None if period_ns / d < MIN_PERIOD_NS or split(stalls, 1e9 / period_ns, d, tick_hz) else \
             judged(stalls, onsets, refine(onsets, period_ns / d, stalls.duration_ns), tick_hz, faster_hz)
         if fold is None:
             return None
