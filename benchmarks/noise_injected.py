@@ -224,6 +224,25 @@ normal-priority 90 ms daemon took -0.25 to 0.85 ms from FWQ keeping 9-11 %). Jud
 it is now (``--rejudge``; recurrence.faster_explains, and the host's 100 Hz a known source of
 systems/local.yaml): the same named and missed, nothing but the known timer in the 15 controls (33.36 Hz gone),
 and 22.25 Hz gone; 3.34, 4.05, 5.13 and 8 Hz stay (3 of 60 injected runs).
+
+The full set again (2026-11-29 forenoon, ``--repeat 5 --keep noise-keep28``, three busy loops of mine for its
+first half and one for a quarter, then my offline analyses beside it; load 3.1-8.3, median 4.5, FWQ keeping
+7-19 %), live by b67aa4c:
+
+    injector(s)        normal   fifo10      other periods said
+    13 ms @0             5/5      5/5       controls: the host's 100 Hz (known) in 13 of 15, nothing else;
+    27 ms @0             5/5      5/5       injected runs: 3.7 Hz once (a normal-priority 90 ms source it
+    90 ms @0             0/5      5/5       missed, 270.26 ms: no whole number of its 90.005 ms; FWQ idle
+    250 ms @0            0/5      3/5       after one phase in 49 of 50 cycles, after any other in at most
+    13@0 + 90@1         5/10    10/10       92 %), the host's 100 Hz (known) beside others
+    27@0 + 250@1        5/10     9/10
+
+named 57 of 80, every miss said (the power: "none", or 4.4-9.9 ms where the sources took -2 to 2.2 ms; FWQ kept
+7-14 % where the normal-priority 90 and 250 ms daemons were missed), silent 0. Judged again by 777f913 (a
+period a whole number of an event named on its core stands out from that event's phases; a share that explains
+a fold and is a fold of its own is weighed beside it; ``--rejudge``): named 59, could not 21, silent 0 (the
+real-time 250 ms source 4/5 alone, 10/10 in pairs); the same 3.7 Hz once, nothing else. noise-keep27 judged so:
+3.34, 4.05, 5.13 and 8 Hz gone, two 250 ms sources more named (71 of 80), no other change.
 """
 from __future__ import annotations
 
