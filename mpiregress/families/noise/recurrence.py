@@ -187,9 +187,7 @@ def held_at(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int =
         return 0.0, 0.0, 0, 0.0
     grid = phase_grid(period_ns, tolerance_ns, phases)
     share, observable = shares_at(stalls, period_ns, tolerance_ns, grid, onsets)
-    # Of equal bests, the phase of most cycles: a real-time 250 ms source's phase held 17 of 17, and the fold
-    # took an earlier one held in 4 of 4 (too few to name) for it (noise-keep27).
-    i = int(np.argmax(np.where(share == share.max(), observable, -1)))
+    i = int(_best_first(share, observable)[0])
     best, seen, at = float(share[i]), int(observable[i]), float(grid[i])
     others = [shares_at(stalls, period_ns, tolerance_ns, (at + offsets) % period_ns, onsets)[0]
               for offsets in visited_phases(period_ns, tick_hz, faster_hz)]
@@ -200,9 +198,15 @@ def best_phases(stalls: Stalls, period_ns: float, tolerance_ns: float, onsets: n
     """The phases (ns into the cycle) that hold ``onsets`` in the best share of the cycles FWQ could see (``held_at``'s
     grid), those of most cycles first, at most ``most`` of them."""
     grid = phase_grid(period_ns, tolerance_ns)
-    share, observable = shares_at(stalls, period_ns, tolerance_ns, grid, onsets)
+    return grid[_best_first(*shares_at(stalls, period_ns, tolerance_ns, grid, onsets))[:most]]
+
+
+def _best_first(share: np.ndarray, observable: np.ndarray) -> np.ndarray:
+    """The indices of the best ``share``, those of most ``observable`` cycles first (then in the grid's order): a
+    real-time 250 ms source's phase held 17 of 17, and the fold took an earlier one held in 4 of 4, too few to
+    name, for it (noise-keep27)."""
     tied = np.flatnonzero(share == share.max())
-    return grid[tied[np.argsort(-observable[tied], kind="stable")][:most]]
+    return tied[np.argsort(-observable[tied], kind="stable")]
 
 
 def whole_shares(period_ns: float, phase_ns: float) -> Iterator[tuple[int, np.ndarray]]:
