@@ -267,12 +267,10 @@ def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None
     return bool(shares[1:].min() >= shares[0] - recurrence.MULTIPLE_SLACK)
 
 
-def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
-                 known_hz: Sequence[float] = (), near_hz: float | None = None,
+def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None, near_hz: float | None = None,
                  faster_hz: Sequence[float] = ()) -> list[Fold]:
     """Each period from MIN_PERIOD_NS up that the core's stall onsets recur at, found without the spectrum;
-    ``cpu_ns``: the time FWQ held its core (what sets the cycles it can see), ``known_hz``: the events already
-    named on the core (their multiples are theirs).
+    ``cpu_ns``: the time FWQ held its core (what sets the cycles it can see).
     ``near_hz``: screen only within NEAR of that rate (the power, which knows the rate it added: the cost of
     a run's whole screen per stall size tried; it assumes the whole screen would rank it among its
     CANDIDATES). ``faster_hz``: the events the spectrum named on the core (``judged``)."""
@@ -283,8 +281,12 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         slowest_ns = min(slowest_ns, 1e9 / near_hz * (1 + NEAR))
     if slowest_ns <= fastest_ns:
         return []
-    notch = [r for r in (*known_hz, *([tick_hz] if tick_hz else [])) if r > 0]
+    notch = [tick_hz] if tick_hz and tick_hz > 0 else []
     found: list[Fold] = []
+
+    def new(frequency_hz: float) -> bool:           # not within 2 % of a period found already
+        return not any(abs(frequency_hz - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found)
+
     for size in SIZES_US:
         onsets = stalls.at_least(size).start
         if len(onsets) < MIN_OBSERVED:
@@ -295,13 +297,13 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None,
         # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
         away = off_tick(onsets, tick_hz)
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
-            if any(abs(1e9 / guess - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found):
+            if not new(1e9 / guess):
                 continue
             held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz, faster_hz)
             if held:
                 found.append(held)
         for faster in (f for fold in list(found) for f in _shares_of(fold)):
-            if not any(abs(faster.frequency_hz - g.frequency_hz) <= 0.02 * g.frequency_hz for g in found):
+            if new(faster.frequency_hz):
                 found.append(faster)
     # Two periods found, one a whole multiple of the other, are one event (one_event): an event every 250 ms
     # held 79 % of 125 ms cycles, 100 % of its own; a 90 ms one held 93 % of its cycles and all of a 270 ms
