@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import kept_stalls
 
 from mpiregress.errors import InputError, NotAvailableError
 from mpiregress.families.noise import analysis, findings, fwqfile, placement, records, recurrence, rtla
@@ -732,8 +733,7 @@ def test_a_combs_multiple_a_faster_event_explains_gives_way_to_the_next_held() -
     every 30 ms in all cycles at the exact beat and every 10 ms in 76 %; but its longest stalls start 10 and
     20 ms after the 30 ms phase nearly as often: the 30 ms is every third of the timer's cycles, and the event
     is the timer's 100 Hz (a known source of the local system), not the 33.33 Hz it was named at."""
-    data = np.load(Path(__file__).parent / "data" / "noise-keep26-control2-core0-stalls.npz")
-    stalls = recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"]))
+    stalls = kept_stalls.stalls("noise-keep26-control2-core0")
     thirty = 1000.0 / 30
     assert recurrence.hit_share(stalls, thirty, 0.0, steps=1, tick_hz=250.0,
                                 most_chance=recurrence.BEAT_MAX_CHANCE) == 1.0          # what the exact beat holds

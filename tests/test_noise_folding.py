@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.kept_stalls import measured
 
 from mpiregress.families.noise import analysis, findings, folding, fwqfile, recurrence
 
@@ -271,16 +272,6 @@ def test_a_daemon_whose_period_is_a_whole_number_of_the_host_timers_stays_its_ow
     daemon = timer[::5] + (0 if phase == "the timer's" else 3.3e6)
     stalls = stalls_of((timer, 30_000), (daemon + 40_000, 1.5e6))
     assert recurrence.fundamental(stalls, 20.0, 0.1, tick_hz=250.0) == (20.0, pytest.approx(1.0, abs=0.05))
-
-
-def measured(name: str) -> tuple[recurrence.Stalls, float]:
-    """A core's stalls as the analysis found them in a run of benchmarks/noise_injected.py (kept in tests/data),
-    and FWQ's own time on the core (ns)."""
-    from pathlib import Path
-
-    data = np.load(Path(__file__).parent / "data" / f"{name}-stalls.npz")
-    return (recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"])),
-            float(data["cpu_ns"]))
 
 
 def test_a_multiple_of_an_event_named_on_the_core_must_stand_out_from_its_phases() -> None:
