@@ -318,3 +318,21 @@ def test_a_daemon_whose_wake_up_costs_fwq_a_stall_at_every_share_is_not_told_at_
     stalls, cpu_ns = measured("noise-keep28-normal27ms-core0")
     assert folding.split(stalls, 1000 / 54, 2, 250.0)
     assert [round(f.frequency_hz, 2) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [37.04]
+
+
+def test_a_fold_is_weighed_by_its_own_share_against_a_line_its_comb_was_raised_to() -> None:
+    """Measured: core 0 of a 9 s run of noise-keep29 (FWQ keeping 14 % of it), a 90 ms daemon at normal priority.
+    The spectrum's comb 5.56 Hz apart was raised to 33.36 Hz, the daemon's 3rd harmonic; the fold held 90 ms in
+    114 of the 114 cycles FWQ could see there. Within the spectrum's 2 % of either period (1.8 ms of 90 ms) this
+    core's stalls start in every cycle at every phase: neither rate recurs by that test, and the faster won the
+    tie. Each weighed by the test that found it, the daemon is named at its own rate."""
+    stalls, cpu_ns = measured("noise-keep29-normal90ms-core0")
+    bin_hz = 1e9 / stalls.duration_ns
+    line = analysis.Period(frequency_hz=33.36, prominence=134.3, harmonics=633)
+    assert recurrence.hit_share(stalls, 33.36, bin_hz, tick_hz=250.0) == 0.0
+    both = analysis.folded_periods(stalls, cpu_ns, 250.0, (line,))
+    [fold] = [p for p in both if p.folded]
+    assert round(1000 / fold.frequency_hz) == 90 and fold.folded[:2] == (114, 114)
+    assert recurrence.hit_share(stalls, fold.frequency_hz, bin_hz, tick_hz=250.0) == 0.0
+    kept, harmonics = analysis.without_harmonics(stalls, bin_hz, 250.0, both)
+    assert [p.frequency_hz for p in kept] == [fold.frequency_hz] and harmonics == (33.36,)

@@ -681,12 +681,20 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
     subharmonics): two, one a whole multiple of the other (up to recurrence.MAX_MULTIPLE), are one event by the
     fold's rule (folding.one_event). Every 26 ms
     cycle of a 13 ms source holds a stall as surely as its own do: a real-time one was named at 76.92 and
-    38.46 Hz on its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5)."""
+    38.46 Hz on its core (benchmarks/noise_injected.py, 2026-11-27 evening, 1 run of 5).
+
+    Each is weighed by the test that found it: a spectral line by the stalls recurring within 2 % of its
+    period (``recurrence.hit_share``), a fold by the share of its cycles its phase held (``Period.folded``, within
+    the fold's 0.3 ms). The 2 % is 1.8 ms of a 90 ms cycle, where a crowded core's stalls start in every cycle
+    FWQ could see, at any phase: a normal-priority 90 ms daemon the fold held in 114 of 114 cycles in a 9 s
+    run had no share by the spectrum's test, and lost to the 33.36 Hz its comb was raised to, its 3rd harmonic,
+    which had none either (benchmarks/noise_injected.py --iterations 900000, noise-keep29)."""
     shares: dict[float, float] = {}
+    folds = {p.frequency_hz: p.folded[0] / p.folded[1] for p in periods if p.folded}
 
     def share(rate: float) -> float:       # a time-domain search per rate: once each
         if rate not in shares:
-            shares[rate] = recurrence.hit_share(stalls, rate, bin_hz, tick_hz=tick)
+            shares[rate] = folds[rate] if rate in folds else recurrence.hit_share(stalls, rate, bin_hz, tick_hz=tick)
         return shares[rate]
 
     def multiple(g: float, f: float) -> bool:
