@@ -243,6 +243,21 @@ period a whole number of an event named on its core stands out from that event's
 a fold and is a fold of its own is weighed beside it; ``--rejudge``): named 59, could not 21, silent 0 (the
 real-time 250 ms source 4/5 alone, 10/10 in pairs); the same 3.7 Hz once, nothing else. noise-keep27 judged so:
 3.34, 4.05, 5.13 and 8 Hz gone, two 250 ms sources more named (71 of 80), no other change.
+
+At 9 s (2026-11-29 afternoon, ``--priorities normal --periods 90,250 --iterations 900000 --keep noise-keep29``,
+live by 5fcf09f beside one or two busy loops and, for its last third, the test suite; load 3.0-8.4 (median 5.3), FWQ
+holding its cores 16-31 % of the time), normal priority only:
+
+    injector(s)        3 s (keep28)   9 s      other periods said
+    90 ms @0               0/5         3/5      controls: the host's 100 Hz (known) or nothing; the two
+    250 ms @0              0/5         1/5      90 ms misses told it at 33.36 and 22.24 Hz (its 3rd and
+    13@0 + 90@1            5/10        5/10     2nd harmonics: the fold held 90 ms in all its cycles, and
+    27@0 + 250@1           5/10        6/10     lost the tie to them: both named at 11.11 Hz since 5fce208)
+
+The 90 ms sources beside a 13 ms one took 0.2-1.1 ms from FWQ and were said could not (power 4.4 ms, 9.9 ms or
+none); two 250 ms sources beside a 27 ms one took 2.2 and 1.0 ms where the power said 1.9 and 0.86 ms would
+show: silent (the first held 23 of 31 cycles at its phase, chance 7 %, under the fold's 75 % floor). The
+analysis costs 3.3 times the CPU of a 3 s run, its power 3.4 times (docs/noise.md "How long FWQ runs").
 """
 from __future__ import annotations
 
