@@ -17,10 +17,12 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 
 def stalls(name: str) -> recurrence.Stalls:
     """The stalls of ``tests/data/<name>-stalls.npz``."""
+    return measured(name, with_cpu=False)[0]
+
+
+def measured(name: str, with_cpu: bool = True) -> tuple[recurrence.Stalls, float]:
+    """The stalls of ``tests/data/<name>-stalls.npz`` and FWQ's own time on that core (ns; 0 unless
+    ``with_cpu``: files kept before the fold weighed it have none)."""
     data = np.load(DATA / f"{name}-stalls.npz")
-    return recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"]))
-
-
-def measured(name: str) -> tuple[recurrence.Stalls, float]:
-    """The stalls of ``tests/data/<name>-stalls.npz`` and FWQ's own time on that core (ns)."""
-    return stalls(name), float(np.load(DATA / f"{name}-stalls.npz")["cpu_ns"])
+    return (recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"])),
+            float(data["cpu_ns"]) if with_cpu else 0.0)
