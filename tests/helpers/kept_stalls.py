@@ -7,6 +7,7 @@ kept since the fold weighs FWQ's own time, that time on the core (``cpu_ns``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,14 +16,21 @@ from mpiregress.families.noise import recurrence
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
+def _kept(name: str) -> Any:
+    return np.load(DATA / f"{name}-stalls.npz")
+
+
+def _stalls_of(data: Any) -> recurrence.Stalls:
+    return recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"]))
+
+
 def stalls(name: str) -> recurrence.Stalls:
     """The stalls of ``tests/data/<name>-stalls.npz``."""
-    return measured(name, with_cpu=False)[0]
+    return _stalls_of(_kept(name))
 
 
-def measured(name: str, with_cpu: bool = True) -> tuple[recurrence.Stalls, float]:
-    """The stalls of ``tests/data/<name>-stalls.npz`` and FWQ's own time on that core (ns; 0 unless
-    ``with_cpu``: files kept before the fold weighed it have none)."""
-    data = np.load(DATA / f"{name}-stalls.npz")
-    return (recurrence.Stalls(data["start"], data["end"], data["lost_us"], float(data["duration_ns"])),
-            float(data["cpu_ns"]) if with_cpu else 0.0)
+def measured(name: str) -> tuple[recurrence.Stalls, float]:
+    """The stalls of ``tests/data/<name>-stalls.npz`` and FWQ's own time on that core (ns; files kept before the
+    fold weighed it have none)."""
+    data = _kept(name)
+    return _stalls_of(data), float(data["cpu_ns"])
