@@ -258,6 +258,12 @@ The 90 ms sources beside a 13 ms one took 0.2-1.1 ms from FWQ and were said coul
 none); two 250 ms sources beside a 27 ms one took 2.2 and 1.0 ms where the power said 1.9 and 0.86 ms would
 show: silent (the first held 23 of 31 cycles at its phase, chance 7 %, under the fold's 75 % floor). The
 analysis costs 3.3 times the CPU of a 3 s run, its power 3.4 times (docs/noise.md "How long FWQ runs").
+
+The power no longer stretches the run (2026-11-29 evening, ``power.inject``: the load's slices keep wall time;
+stretched, they piled up at P plus the stall less whole half ticks and the fold's screen ranked those first).
+``--rejudge``: noise-keep28 named 59, could not 21, silent 0 as before; noise-keep29 named 17, could not 13,
+silent 0 where it had 2 (both 250 ms daemons now "none": on these loaded cores an event waiting for the tick is
+named at no size).
 """
 from __future__ import annotations
 

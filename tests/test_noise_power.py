@@ -35,17 +35,43 @@ def rank(times: np.ndarray, cpu: int = 0) -> RankData:
     return RankData(rank=cpu, cpu=cpu, migrated=False, bound=True, quantum_ns=QUANTUM, start_ns=0, times_ns=times)
 
 
-def test_an_injected_event_fires_every_period_of_wall_time() -> None:
+def grown(data: RankData, injected: RankData) -> tuple[np.ndarray, np.ndarray]:
+    """(where the iterations that an injection made longer started, by how much), read against the samples
+    before it: each kept iteration must start where it did (asserted here)."""
+    before = data.start_times_ns()
+    after = injected.start_times_ns()
+    index = np.searchsorted(before, after)
+    assert np.array_equal(before[index], after)
+    more = injected.times_ns.astype(np.int64) - data.times_ns.astype(np.int64)[index]
+    return after[more > 0], more[more > 0]
+
+
+def test_an_injected_event_fires_every_period_of_wall_time_and_leaves_the_rest_where_it_was() -> None:
     data = rank(quiet(1))
     period, stall = 13e6, 50_000
-    stretched = power.inject(data, period, stall)
-    hit = np.flatnonzero(stretched.times_ns.astype(np.int64) - data.times_ns.astype(np.int64))
-    starts = stretched.start_times_ns()
-    # One event per period of the stretched run's own time, each in the iteration running when it fired.
-    assert len(hit) == int((starts[-1] - power.PHASE * period) // period) + 1
-    gaps = np.diff(starts[hit])
-    assert np.all(np.abs(gaps - period) <= 2 * (QUANTUM + 200 + stall))
-    assert int(stretched.times_ns.sum()) - int(data.times_ns.sum()) == len(hit) * stall
+    injected = power.inject(data, period, stall)
+    starts, more = grown(data, injected)
+    # One event per period of wall time, each in the iteration running when it fired, that much longer (and up to
+    # the iteration FWQ could not finish meanwhile); the run keeps its length: the iterations FWQ lost are gone.
+    fires = np.arange(power.PHASE * period, int(data.times_ns.sum()), period)
+    assert len(starts) == len(fires)
+    assert np.all((starts <= fires) & (fires - starts <= QUANTUM + 200))
+    assert np.all((more >= stall) & (more <= stall + QUANTUM + 200))
+    assert int(injected.times_ns.sum()) == int(data.times_ns.sum())
+    assert len(data.times_ns) - len(injected.times_ns) >= len(fires) * (stall // (QUANTUM + 200))
+
+
+def test_an_event_firing_while_fwq_is_off_its_core_lengthens_that_stall() -> None:
+    times = quiet(2)
+    times[5_000] = 30_000_000          # another process held the core for 30 ms
+    data = rank(times)
+    fire = int(data.start_times_ns()[5_000]) + 1_000_000
+    injected = power.inject(data, 20e6, 4_000_000, phase=fire / 20e6)
+    starts, more = grown(data, injected)
+    # Events fired 1 and 21 ms into the 30 ms stall: FWQ got its core back 8 ms later than it did, and the next
+    # one, into the iterations it ran then, is a stall of its own.
+    assert starts[0] == data.start_times_ns()[5_000] and 8_000_000 <= more[0] <= 8_000_000 + QUANTUM + 200
+    assert starts[1] - starts[0] >= 30_000_000 and 4_000_000 <= more[1] <= 4_000_000 + QUANTUM + 200
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -145,12 +171,10 @@ def sliced_on_the_tick(seed: int, phase_ns: int = 1_100_000) -> np.ndarray:
 def test_an_event_waiting_for_the_tick_starts_on_the_loads_busiest_tick_phase() -> None:
     data = rank(quiet(6))
     tick = (float(TICK_NS), 1_100_000.0)
-    stretched = power.inject(data, 90e6, 50_000, on_tick=tick)
-    hit = np.flatnonzero(stretched.times_ns.astype(np.int64) - data.times_ns.astype(np.int64))
-    starts = data.start_times_ns()[hit]
-    # On the unstretched timeline each event lands in the iteration running at the first tick after its timer.
+    starts, _ = grown(data, power.inject(data, 90e6, 50_000, on_tick=tick))
+    # Each event lands in the iteration running at the first tick after its timer.
     offset = (starts - tick[1]) % TICK_NS
-    assert len(hit) >= 20 and np.all((offset <= QUANTUM + 200) | (offset >= TICK_NS - QUANTUM - 200)), offset
+    assert len(starts) >= 20 and np.all((offset <= QUANTUM + 200) | (offset >= TICK_NS - QUANTUM - 200)), offset
 
 
 def test_the_power_is_what_the_analysis_names_on_the_timer_and_on_the_tick_alike() -> None:
@@ -182,3 +206,13 @@ def test_a_fast_period_is_measured_on_its_timer_alone() -> None:
     timer_only = next((s for s in power.STALL_GRID_US
                        if power.named_at(power.inject(data, 13e6, s * 1e3), 1e3 / 13, tick_hz)), math.inf)
     assert np.isfinite(timer_only) and power.smallest_stall_us(data, 13.0, tick_hz) == timer_only
+
+
+def test_a_node_says_what_it_could_see_of_a_daemon_on_its_own_timer_where_waiting_for_the_tick_hides_more() -> None:
+    node = NodeData("node1", (rank(sliced_on_the_tick(7), 0),))
+    found = power.node_power(node, analysis.node_noise(node), periods_ms=(90.0,))
+    timer, anywhere = found.on_timer_us[90.0], found.stalls_us[90.0]
+    assert timer == power.smallest_named_us(node.ranks[0], 90.0, 1e9 / TICK_NS) and timer < anywhere
+    assert found.share == pytest.approx(min(anywhere, power.STALL_GRID_US[-1]) / 90e3)
+    assert (f"every 90 ms (stalls >= {anywhere / 1e3:.1f} ms; on its own timer >= {timer:.0f} us) would have been "
+            f"named on its own timer and (from 20 ms) waiting for the tick") in found.how(), found.how()

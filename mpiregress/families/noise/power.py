@@ -2,8 +2,9 @@
 
 "No event" says nothing unless one knows what would have been named. The power is measured on the run's own
 samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's
-iterations as a real one lands (the iteration running when it fires is ``d`` longer, and every later one
-starts ``d`` later), and the core is analysed again: a line at 1/P in its lost-time spectrum
+iterations as a real one lands (the iteration running when it fires is ``d`` longer, the iterations FWQ would
+have run meanwhile are gone, and the rest of the run stays where it was: ``inject``), and the core is analysed
+again: a line at 1/P in its lost-time spectrum
 (``analysis.dominant_periods``) whose stalls recur at 1/P in the time domain (``recurrence.hit_share``), the
 two things ``analysis.core_noise`` asks of a period, or, for a slow one, its stalls folded at 1/P with no line
 (``folding.slow_periods``, the search ``core_noise`` runs after the spectrum). The smallest ``d`` on
@@ -18,7 +19,7 @@ refinement of the known frequency (the detector refines an unknown one over 21).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,23 +39,35 @@ REFINE_STEPS = 3
 
 def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHASE,
            on_tick: tuple[float, float] | None = None) -> RankData:
-    """``data`` with an event of ``stall_ns`` every ``period_ns`` of wall time added to the iterations it hits;
+    """``data`` with an event of ``stall_ns`` every ``period_ns`` of wall time, the rest of the run where it was;
     ``on_tick`` (the tick's period and busiest phase, ns: ``folding.busiest_tick_phase``): each one starts at
-    the first tick after its timer, as a daemon at normal priority that does not preempt at once."""
+    the first tick after its timer, as a daemon at normal priority that does not preempt at once.
+
+    The iteration running when an event fires (or the stall it is in) lasts until the first iteration that
+    started ``stall_ns`` after it ended; those between are gone, as FWQ was off its core. The run is not
+    stretched: the tick and the load's slices keep wall time, as they would beside a real daemon. (Stretched,
+    every event moved the load's later slices off the tick by its stall, and at stalls that were not a whole
+    number of half ticks they piled up again at P plus the stall, less whole half ticks: on a loaded core the
+    fold's screen ranked those ahead of the event (a 90 ms one was named at 1.9 ms, not at 2.9 or 4.4 ms; the
+    screen's best were 86.9, 88.9, 90.9 and 92.9 ms).)"""
     times = data.times_ns.astype(np.int64)
     starts = data.start_times_ns()
     total = int(times.sum())
     fires = np.arange(phase * period_ns, total, period_ns)
-    # Each earlier event has pushed the run on by its stall: on the unstretched timeline the k-th lands k
-    # stalls earlier.
-    fires = fires - np.arange(len(fires)) * stall_ns
     if on_tick is not None:
         tick_ns, tick_phase = on_tick
         fires = np.ceil((fires - tick_phase) / tick_ns) * tick_ns + tick_phase
-    hit = np.searchsorted(starts, fires[(fires >= 0) & (fires < total)], side="right") - 1
-    stretched = times.copy()
-    np.add.at(stretched, hit, int(round(stall_ns)))
-    return replace(data, times_ns=np.minimum(stretched, np.iinfo(np.uint32).max).astype(np.uint32))
+    kept = np.ones(len(times), dtype=bool)
+    lasts = times.copy()
+    head, resume = -1, 0
+    for hit in np.searchsorted(starts, fires[(fires >= 0) & (fires < total)], side="right") - 1:
+        if hit < resume:            # FWQ is still off its core from the last event: this one adds to that stall
+            hit = head
+        head = int(hit)
+        resume = int(np.searchsorted(starts, starts[head] + lasts[head] + stall_ns, side="left"))
+        kept[head + 1:resume] = False
+        lasts[head] = (starts[resume] if resume < len(starts) else total) - starts[head]
+    return replace(data, times_ns=np.minimum(lasts[kept], np.iinfo(np.uint32).max).astype(np.uint32))
 
 
 def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
@@ -77,38 +90,55 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
     return any(abs(f.frequency_hz - frequency_hz) <= 0.02 * frequency_hz for f in folded)
 
 
-def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
-                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
-    """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named (inf: none of them),
-    whether the event preempts FWQ on its timer or waits for the tick.
+def placements(data: RankData, period_ms: float, tick_hz: float | None,
+               threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> list[tuple[float, float] | None]:
+    """Where an event every ``period_ms`` is placed to measure the power: on its own timer (None) and, for the
+    periods the fold searches (from folding.MIN_PERIOD_NS) on a core that shows a tick, also waiting for the tick
+    (``inject``'s ``on_tick``).
 
     A slow daemon at FWQ's priority often waits (EEVDF lets the running task finish its slice): its stalls
     then start where the load's time slices end (the kept FWQ files of benchmarks/noise_injected.py at load
     4-8: a 90 ms daemon's onsets within 0.3 ms of the tick's busiest phase in some runs, on its own timer in
-    others). There they stand out far less, and a power measured on the timer alone claimed events the judge
-    then missed in silence. Periods the fold searches (from folding.MIN_PERIOD_NS) are measured both ways;
-    faster ones on the timer only: a 13 ms daemon's onsets were timer-exact in those files (spread over the
-    tick, named at its own rate), and one moved to the tick would be named at its beat with the tick, never
-    at 1/P (a power of "none" on a quiet core). Bisection over the grid: a longer stall of the same period
-    stands higher in both domains."""
-    ticked = None
-    if period_ms * 1e6 >= folding.MIN_PERIOD_NS:
-        ticked = folding.busiest_tick_phase(recurrence.stalls_over(data, threshold_fraction).at_least(
-            folding.SIZES_US[0]).start, tick_hz)
-    placements = [None] if ticked is None else [None, ticked]
+    others). There they stand out far less. Faster ones only on the timer: a 13 ms daemon's onsets were
+    timer-exact in those files (spread over the tick, named at its own rate), and one moved to the tick would be
+    named at its beat with the tick, never at 1/P (a power of "none" on a quiet core)."""
+    if period_ms * 1e6 < folding.MIN_PERIOD_NS:
+        return [None]
+    ticked = folding.busiest_tick_phase(recurrence.stalls_over(data, threshold_fraction).at_least(
+        folding.SIZES_US[0]).start, tick_hz)
+    return [None] if ticked is None else [None, ticked]
 
-    def named(stall_us: float) -> bool:
-        return all(named_at(inject(data, period_ms * 1e6, stall_us * 1e3, on_tick=where), 1e3 / period_ms,
-                            tick_hz, threshold_fraction) for where in placements)
 
+def smallest_named_us(data: RankData, period_ms: float, tick_hz: float | None,
+                      on_tick: tuple[float, float] | None = None,
+                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
+    """The smallest stall on STALL_GRID_US every ``period_ms``, placed as ``on_tick`` says (``inject``), that the
+    core would have named (inf: none of them). Bisection over the grid: a longer stall of the same period stands
+    higher in both domains (it did not where ``inject`` stretched the run: see there)."""
     low, high = -1, len(STALL_GRID_US)
     while high - low > 1:
         mid = (low + high) // 2
-        if named(STALL_GRID_US[mid]):
+        if named_at(inject(data, period_ms * 1e6, STALL_GRID_US[mid] * 1e3, on_tick=on_tick), 1e3 / period_ms,
+                    tick_hz, threshold_fraction):
             high = mid
         else:
             low = mid
     return STALL_GRID_US[high] if high < len(STALL_GRID_US) else float("inf")
+
+
+def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
+                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
+    """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named wherever the event is
+    placed (``placements``): a power measured on the timer alone claimed events the judge then missed in
+    silence."""
+    return max(smallest_named_us(data, period_ms, tick_hz, where, threshold_fraction)
+               for where in placements(data, period_ms, tick_hz, threshold_fraction))
+
+
+def _said(stall_us: float) -> str:
+    if stall_us == float("inf"):
+        return f"not even with {STALL_GRID_US[-1] / 1e3:.1f} ms stalls"
+    return f">= {stall_us / 1e3:.1f} ms" if stall_us >= 1000 else f">= {stall_us:.0f} us"
 
 
 @dataclass(frozen=True)
@@ -117,7 +147,10 @@ class NodePower:
 
     node: str
     cpu: int
-    stalls_us: dict[float, float]     # reference period (ms) -> smallest stall named (us; inf: none)
+    stalls_us: dict[float, float]     # reference period (ms) -> smallest stall named however placed (us; inf: none)
+    # The periods also measured waiting for the tick (``placements``) -> the smallest named on the timer alone,
+    # where that is smaller: what the core could see of a daemon that preempts at once.
+    on_timer_us: dict[float, float] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -127,19 +160,21 @@ class NodePower:
 
     def how(self) -> str:
         """'a periodic event stealing that share of core 2 (its noisiest) every 13 ms (stalls >= 22 us), 90 ms
-        (>= 256 us) or 250 ms (>= 1.3 ms) would have been named on its own timer (from 20 ms also waiting for the
-        tick), measured by adding it to this run's own samples'."""
-        said = []
+        (>= 256 us; on its own timer >= 86 us) or 250 ms (>= 1.3 ms) would have been named on its own timer and
+        (from 20 ms) waiting for the tick, measured by adding it to this run's own samples'."""
+        said: list[str] = []
         for period, stall in self.stalls_us.items():
-            if stall == float("inf"):
-                said.append(f"{period:g} ms (not even with {STALL_GRID_US[-1] / 1e3:.1f} ms stalls)")
-            else:
-                size = f"{stall / 1e3:.1f} ms" if stall >= 1000 else f"{stall:.0f} us"
-                said.append(f"{period:g} ms ({'stalls ' if not said else ''}>= {size})")
+            size = _said(stall)
+            if not said and stall != float("inf"):
+                size = "stalls " + size
+            timer = self.on_timer_us.get(period, stall)
+            if timer < stall:
+                size += f"; on its own timer {_said(timer)}"
+            said.append(f"{period:g} ms ({size})")
         listed = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
         return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
-                f"{listed} would have been named on its own timer (from {folding.MIN_PERIOD_NS / 1e6:g} ms also "
-                f"waiting for the tick), measured by adding it to this run's own samples")
+                f"{listed} would have been named on its own timer and (from {folding.MIN_PERIOD_NS / 1e6:g} ms) "
+                f"waiting for the tick, measured by adding it to this run's own samples")
 
     def to_conditions(self) -> dict[str, Any]:
         """conditions["power"] of the node's records (verdict.power.Power's fields)."""
@@ -155,5 +190,12 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
                periods_ms: tuple[float, ...] = REFERENCE_PERIODS_MS) -> NodePower:
     """The node's power, measured on its core that lost the most time."""
     data = noisiest_rank(node, analysed)
-    return NodePower(node=node.name, cpu=data.cpu,
-                     stalls_us={p: smallest_stall_us(data, p, analysed.tick_hz) for p in periods_ms})
+    stalls: dict[float, float] = {}
+    on_timer: dict[float, float] = {}
+    for period in periods_ms:
+        each = [smallest_named_us(data, period, analysed.tick_hz, where)
+                for where in placements(data, period, analysed.tick_hz)]
+        stalls[period] = max(each)
+        if min(each) < max(each):
+            on_timer[period] = each[0]
+    return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer)
