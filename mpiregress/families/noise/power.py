@@ -126,13 +126,19 @@ def smallest_named_us(data: RankData, period_ms: float, tick_hz: float | None,
     return STALL_GRID_US[high] if high < len(STALL_GRID_US) else float("inf")
 
 
+def smallest_by_placement(data: RankData, period_ms: float, tick_hz: float | None,
+                          threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> list[float]:
+    """``smallest_named_us`` in each of ``placements``, the timer's first."""
+    return [smallest_named_us(data, period_ms, tick_hz, where, threshold_fraction)
+            for where in placements(data, period_ms, tick_hz, threshold_fraction)]
+
+
 def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
                       threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
     """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named wherever the event is
     placed (``placements``): a power measured on the timer alone claimed events the judge then missed in
     silence."""
-    return max(smallest_named_us(data, period_ms, tick_hz, where, threshold_fraction)
-               for where in placements(data, period_ms, tick_hz, threshold_fraction))
+    return max(smallest_by_placement(data, period_ms, tick_hz, threshold_fraction))
 
 
 def _said(stall_us: float) -> str:
@@ -193,8 +199,7 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
     stalls: dict[float, float] = {}
     on_timer: dict[float, float] = {}
     for period in periods_ms:
-        each = [smallest_named_us(data, period, analysed.tick_hz, where)
-                for where in placements(data, period, analysed.tick_hz)]
+        each = smallest_by_placement(data, period, analysed.tick_hz)
         stalls[period] = max(each)
         if min(each) < max(each):
             on_timer[period] = each[0]
