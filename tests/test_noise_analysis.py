@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -826,3 +827,19 @@ def test_the_schedulers_turns_among_processes_sharing_a_core_are_no_event(burst_
                          "3 ticks of the scheduler), not an event."]
     else:
         assert events == [(0, 83)] and turns == [], said
+
+
+def test_a_core_naming_an_event_says_its_other_stalls_are_besides_it() -> None:
+    """A core with an event and spectral lines its stalls do not recur at lists those stalls as besides the event,
+    not as "stalls, no period" (which reads as if the run doubted the event)."""
+    times = quiet_core(4).astype(np.int64)
+    for at in (932e6, 1934e6, 2938e6):
+        start = np.concatenate(([0], np.cumsum(times)[:-1]))
+        times[int(np.searchsorted(start, at))] += 54_000_000
+    (core,) = run_of(times.astype(np.uint32)).nodes[0].cores
+    assert core.unconfirmed
+    event = analysis.Period(frequency_hz=1000 / 90, prominence=10.0, harmonics=1)
+    said = findings.stalls_sentence(replace(core, periods=(event,)))
+    assert said is not None and said.startswith("n1 core 0: besides its 11.1 Hz event, stalls with no period: 3 of "
+                                                "1 ms or more, at 932 ms (54.0 ms)"), said
+    assert findings.stalls_sentence(core).startswith("n1 core 0: stalls, no period: 3 of 1 ms"), said

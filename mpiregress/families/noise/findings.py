@@ -193,7 +193,8 @@ def turns_sentence(core: CoreNoise) -> str | None:
 def stalls_sentence(core: CoreNoise) -> str | None:
     """'node1 core 0: stalls, no period: 3 of 1 ms or more, at 932 ms (54.1 ms), ...' for a core whose
     spectrum had lines its stalls do not recur at, or whose long stalls make no period (and are not the
-    scheduler's turns, ``turns_sentence``)."""
+    scheduler's turns, ``turns_sentence``); 'node1 core 0: besides its 11.1 Hz event, stalls with no period: ...'
+    where the core names an event too."""
     if not core.long_stalls or core.turns or (core.periods and not core.unconfirmed):
         return None
     longest = sorted(sorted(core.long_stalls, key=lambda s: -s.lost_us)[:LISTED_STALLS], key=lambda s: s.at_ms)
@@ -201,7 +202,11 @@ def stalls_sentence(core: CoreNoise) -> str | None:
     rest = len(core.long_stalls) - len(longest)
     lines = (f"; the spectrum's lines at {', '.join(hz(f) for f in core.unconfirmed)} Hz do not recur in the "
              f"time domain" if core.unconfirmed else "")
-    return (f"{core.node} {core_label(core)}: stalls, no period: {len(core.long_stalls)} of 1 ms or more, "
+    # Beside an event the core names, the same words alone read as if the run doubted it.
+    beside = (f"besides its {', '.join(hz(p.frequency_hz) for p in core.periods)} Hz event"
+              f"{'s' if len(core.periods) > 1 else ''}, stalls with no period" if core.periods else
+              "stalls, no period")
+    return (f"{core.node} {core_label(core)}: {beside}: {len(core.long_stalls)} of 1 ms or more, "
             f"{'the longest ' if rest else ''}at {listed}{f' and {rest} more' if rest else ''}{lines}.")
 
 
