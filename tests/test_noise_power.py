@@ -216,3 +216,30 @@ def test_a_node_says_what_it_could_see_of_a_daemon_on_its_own_timer_where_waitin
     assert found.share == pytest.approx(min(anywhere, power.STALL_GRID_US[-1]) / 90e3)
     assert (f"every 90 ms (stalls >= {anywhere / 1e3:.1f} ms; on its own timer >= {timer:.0f} us) would have been "
             f"named on its own timer and (from 20 ms) waiting for the tick") in found.how(), found.how()
+
+
+def test_the_stalls_tried_stop_at_what_fwq_held_of_the_period() -> None:
+    # On a core FWQ holds about half of (a 0.3-2 ms slice at half the 4 ms ticks), an event cannot take more of
+    # FWQ's time than that: the grid stops there, where a quiet core is tried up to the grid's end.
+    data = rank(sliced_on_the_tick(7))
+    times = data.times_ns.astype(np.float64)
+    held = len(times) * float(np.median(times)) / float(times.sum())
+    grid = power.stall_grid_us(data, 13.0)
+    assert 0.3 < held < 0.9 and grid == tuple(s for s in power.STALL_GRID_US if s <= held * 13e3)
+    assert power.stall_grid_us(rank(quiet(6)), 13.0) == power.STALL_GRID_US
+    found = power.NodePower("node1", 0, {13.0: float("inf"), 90.0: 256.3}, largest_us={13.0: grid[-1]})
+    assert found.how().startswith(f"a periodic event stealing that share of core 0 (its noisiest) every 13 ms (not "
+                                  f"even with {grid[-1] / 1e3:.1f} ms stalls) or 90 ms (>= 256 us)")
+
+
+def test_an_event_the_spectrum_reads_at_its_beat_with_the_tick_is_named_as_core_noise_names_it() -> None:
+    # A 13 ms event keeping wall time beside the 4 ms tick repeats every 52 ms: here the spectrum's only line is
+    # that comb's 19.23 Hz, which the analysis raises to 76.92 Hz by the stalls (analysis.confirmed). The power
+    # asks the same, or it would call an event the analysis names unseen.
+    data = power.inject(rank(sliced_on_the_tick(8)), 13e6, 1_946_200)
+    freqs, spectrum, lines = analysis.rank_spectrum(data)
+    found = [round(p.frequency_hz, 2) for p in analysis.dominant_periods(freqs, spectrum, lines=lines)]
+    assert found == [19.23], found
+    assert power.named_at(data, 1e3 / 13, 1e9 / TICK_NS)
+    core = analysis.core_noise("n1", data, tick=1e9 / TICK_NS)
+    assert [round(p.frequency_hz, 2) for p in core.periods] == [76.92]

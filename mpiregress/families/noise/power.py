@@ -14,8 +14,8 @@ daemons the noise benchmark injects, and the 90 ms between them). It is stated a
 event steals (``d / P``): "could have seen >= 0.3 % here".
 
 Cost: about 25 analyses of one core per node (five per placement and period; the fold's periods are measured on
-the timer and at the tick), a few seconds on the 2-core host, which is why one core per node and a 3-step
-refinement of the known frequency (the detector refines an unknown one over 21).
+the timer and at the tick), 30-50 s of CPU per node on a loaded 3 s run of the 2-core host, which is why one core
+per node, only the lines at a whole ratio of 1/P are asked to the time domain, and the fold screens only near 1/P.
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ from mpiregress.model.results import power_conditions
 
 # 250 ms: a 3 s run holds 12 of its cycles, often too few on a loaded host, and a pass must say so.
 REFERENCE_PERIODS_MS = (13.0, 90.0, 250.0)
-# 10 us to 9.9 ms in steps of 1.5x: the power is stated to within that step.
+# 10 us to 9.9 ms in steps of 1.5x (up to what FWQ held of the period: stall_grid_us): the power is stated to
+# within that step.
 STALL_GRID_US = tuple(round(10.0 * 1.5 ** k, 1) for k in range(18))
 # Where in the first period the first event fires (any phase that is not the run's start).
 PHASE = 0.37
-REFINE_STEPS = 3
 
 
 def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHASE,
@@ -79,9 +79,13 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
         return False
     bin_hz = float(freqs[1] - freqs[0])
     stalls = recurrence.stalls_over(data, threshold_fraction)
-    found = analysis.dominant_periods(freqs, power, lines=lines)
-    if any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz) for p in found) and \
-            recurrence.hit_share(stalls, frequency_hz, bin_hz, steps=REFINE_STEPS, tick_hz=tick_hz) > 0:
+    # The lines the time domain could place at 1/P (analysis.confirmed: a line at a whole share or multiple of it,
+    # recurrence.fundamental): a 13 ms event that keeps wall time beside the 4 ms tick repeats every 52 ms, and the
+    # spectrum's line is that comb's 19.23 Hz, which core_noise raises to 76.92 Hz.
+    found = [p for p in analysis.dominant_periods(freqs, power, lines=lines)
+             if _whole_ratio(p.frequency_hz, frequency_hz, bin_hz)]
+    if any(abs(p.frequency_hz - frequency_hz) <= max(bin_hz, 0.02 * frequency_hz)
+           for p in analysis.confirmed(found, stalls, bin_hz, tick_hz)[0]):
         return True
     if 1e9 / frequency_hz < folding.MIN_PERIOD_NS:
         return False
@@ -109,21 +113,39 @@ def placements(data: RankData, period_ms: float, tick_hz: float | None,
     return [None] if ticked is None else [None, ticked]
 
 
+def _whole_ratio(line_hz: float, frequency_hz: float, bin_hz: float) -> bool:
+    """Is one of the two a whole multiple of the other (within a bin or 2 % of the slower)?"""
+    slow, fast = sorted((line_hz, frequency_hz))
+    k = round(fast / slow)
+    return k >= 1 and abs(fast - k * slow) <= max(bin_hz, 0.02 * slow)
+
+
+def stall_grid_us(data: RankData, period_ms: float) -> tuple[float, ...]:
+    """STALL_GRID_US up to the share of ``period_ms`` FWQ held the core (at least the grid's first step). An event
+    cannot take more of FWQ's time than FWQ has, and one that would (``inject`` takes it from FWQ's next turns)
+    leaves too few samples to name anything: on a core FWQ held 19 % of, a 13 ms event was named from 0.58 to
+    1.9 ms and at no size from 2.9 ms up (noise-keep28 control-1), which a bisection over the whole grid can land in."""
+    times = data.times_ns.astype(np.float64)
+    held_us = len(times) * float(np.median(times)) / float(times.sum()) * period_ms * 1e3
+    return tuple(s for s in STALL_GRID_US if s <= held_us) or STALL_GRID_US[:1]
+
+
 def smallest_named_us(data: RankData, period_ms: float, tick_hz: float | None,
                       on_tick: tuple[float, float] | None = None,
                       threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
-    """The smallest stall on STALL_GRID_US every ``period_ms``, placed as ``on_tick`` says (``inject``), that the
-    core would have named (inf: none of them). Bisection over the grid: a longer stall of the same period stands
-    higher in both domains (it did not where ``inject`` stretched the run: see there)."""
-    low, high = -1, len(STALL_GRID_US)
+    """The smallest stall on ``stall_grid_us`` every ``period_ms``, placed as ``on_tick`` says (``inject``), that
+    the core would have named (inf: none of them). Bisection over the grid: a longer stall of the same period
+    stands higher in both domains (it did not where ``inject`` stretched the run: see there)."""
+    grid = stall_grid_us(data, period_ms)
+    low, high = -1, len(grid)
     while high - low > 1:
         mid = (low + high) // 2
-        if named_at(inject(data, period_ms * 1e6, STALL_GRID_US[mid] * 1e3, on_tick=on_tick), 1e3 / period_ms,
+        if named_at(inject(data, period_ms * 1e6, grid[mid] * 1e3, on_tick=on_tick), 1e3 / period_ms,
                     tick_hz, threshold_fraction):
             high = mid
         else:
             low = mid
-    return STALL_GRID_US[high] if high < len(STALL_GRID_US) else float("inf")
+    return grid[high] if high < len(grid) else float("inf")
 
 
 def smallest_by_placement(data: RankData, period_ms: float, tick_hz: float | None,
@@ -141,10 +163,12 @@ def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
     return max(smallest_by_placement(data, period_ms, tick_hz, threshold_fraction))
 
 
-def _said(stall_us: float) -> str:
-    if stall_us == float("inf"):
-        return f"not even with {STALL_GRID_US[-1] / 1e3:.1f} ms stalls"
-    return f">= {stall_us / 1e3:.1f} ms" if stall_us >= 1000 else f">= {stall_us:.0f} us"
+def _size(stall_us: float) -> str:
+    return f"{stall_us / 1e3:.1f} ms" if stall_us >= 1000 else f"{stall_us:.0f} us"
+
+
+def _said(stall_us: float, largest_us: float) -> str:
+    return f"not even with {_size(largest_us)} stalls" if stall_us == float("inf") else f">= {_size(stall_us)}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +181,8 @@ class NodePower:
     # The periods also measured waiting for the tick (``placements``) -> the smallest named on the timer alone,
     # where that is smaller: what the core could see of a daemon that preempts at once.
     on_timer_us: dict[float, float] = field(default_factory=dict)
+    # The periods whose grid stopped short of STALL_GRID_US's end (``stall_grid_us``) -> the largest stall tried.
+    largest_us: dict[float, float] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -170,12 +196,13 @@ class NodePower:
         (from 20 ms) waiting for the tick, measured by adding it to this run's own samples'."""
         said: list[str] = []
         for period, stall in self.stalls_us.items():
-            size = _said(stall)
+            largest = self.largest_us.get(period, STALL_GRID_US[-1])
+            size = _said(stall, largest)
             if not said and stall != float("inf"):
                 size = "stalls " + size
             timer = self.on_timer_us.get(period, stall)
             if timer < stall:
-                size += f"; on its own timer {_said(timer)}"
+                size += f"; on its own timer {_said(timer, largest)}"
             said.append(f"{period:g} ms ({size})")
         listed = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
         return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
@@ -198,9 +225,12 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
     data = noisiest_rank(node, analysed)
     stalls: dict[float, float] = {}
     on_timer: dict[float, float] = {}
+    largest: dict[float, float] = {}
     for period in periods_ms:
         each = smallest_by_placement(data, period, analysed.tick_hz)
         stalls[period] = max(each)
         if min(each) < max(each):
             on_timer[period] = each[0]
-    return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer)
+        if stall_grid_us(data, period)[-1] < STALL_GRID_US[-1]:
+            largest[period] = stall_grid_us(data, period)[-1]
+    return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer, largest_us=largest)
