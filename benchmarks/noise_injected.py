@@ -264,6 +264,12 @@ stretched, they piled up at P plus the stall less whole half ticks and the fold'
 ``--rejudge``: noise-keep28 named 59, could not 21, silent 0 as before; noise-keep29 named 17, could not 13,
 silent 0 where it had 2 (both 250 ms daemons now "none": on these loaded cores an event waiting for the tick is
 named at no size).
+
+Live after it and after the power asked the time domain as core_noise does (2026-11-29 16:10-16:30, ``--priorities
+normal --periods 90,250 --pairs 27:250 --repeat 4 --keep noise-keep30``, load 1.9-5.2, median 4.5, FWQ keeping
+10-19 %), judged by d711367: 90 ms alone 1/4, 250 ms alone 0/4, 27+250 ms 4/8 (the 27 ms ones); every miss said
+("none"), silent 0; controls: the host's 100 Hz (known) only; in injected runs 22.22 Hz (a 90 ms source's comb
+raised to its 2nd harmonic), 14.97 and 6 Hz once each.
 """
 from __future__ import annotations
 
