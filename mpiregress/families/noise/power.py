@@ -1,17 +1,16 @@
 """What a noise run could have seen: the smallest periodic event its own samples would have named.
 
 "No event" says nothing unless one knows what would have been named. The power is measured on the run's own
-samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's
-iterations as a real one lands (the iteration running when it fires is ``d`` longer, the iterations FWQ would
-have run meanwhile are gone, and the rest of the run stays where it was: ``inject``), and the core is analysed
-again: a line at 1/P in its lost-time spectrum
-(``analysis.dominant_periods``) whose stalls recur at 1/P in the time domain (``recurrence.hit_share``), the
-two things ``analysis.core_noise`` asks of a period, or, for a slow one, its stalls folded at 1/P with no line
-(``folding.slow_periods``, the search ``core_noise`` runs after the spectrum). The smallest ``d`` on
-STALL_GRID_US that is named is the core's power at ``P``; a node's is its noisiest core's (the most time lost:
-the background an event must stand out from), over REFERENCE_PERIODS_MS (the fastest and the slowest of the
-daemons the noise benchmark injects, and the 90 ms between them). It is stated as the share of a core such an
-event steals (``d / P``): "could have seen >= 0.3 % here".
+samples, with the analysis's own detector: an event of a stall ``d`` every ``P`` is added to a core's iterations as
+a real one lands (the iteration running when it fires is ``d`` longer, the iterations FWQ would have run meanwhile
+are gone, and the rest of the run stays where it was: ``inject``), and the core is analysed again: a line in its
+lost-time spectrum (``analysis.dominant_periods``) that its stalls place at 1/P in the time domain
+(``analysis.confirmed``), the two things ``analysis.core_noise`` asks of a period, or, for a slow one, its stalls
+folded at 1/P with no line (``folding.slow_periods``, the search ``core_noise`` runs after the spectrum). The
+smallest ``d`` on STALL_GRID_US (up to what FWQ held of P) that is named is the core's power at ``P``; a node's is
+its noisiest core's (the most time lost: the background an event must stand out from), over REFERENCE_PERIODS_MS
+(the fastest and the slowest of the daemons the noise benchmark injects, and the 90 ms between them). It is stated
+as the share of a core such an event steals (``d / P``): "could have seen >= 0.3 % here".
 
 Cost: about 25 analyses of one core per node (five per placement and period; the fold's periods are measured on
 the timer and at the tick), 30-50 s of CPU per node on a loaded 3 s run of the 2-core host, which is why one core
@@ -157,7 +156,7 @@ def smallest_by_placement(data: RankData, period_ms: float, tick_hz: float | Non
 
 def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
                       threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
-    """The smallest stall on STALL_GRID_US every ``period_ms`` the core would have named wherever the event is
+    """The smallest stall on ``stall_grid_us`` every ``period_ms`` the core would have named wherever the event is
     placed (``placements``): a power measured on the timer alone claimed events the judge then missed in
     silence."""
     return max(smallest_by_placement(data, period_ms, tick_hz, threshold_fraction))
@@ -227,10 +226,11 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
     on_timer: dict[float, float] = {}
     largest: dict[float, float] = {}
     for period in periods_ms:
-        each = smallest_by_placement(data, period, analysed.tick_hz)
-        stalls[period] = max(each)
-        if min(each) < max(each):
-            on_timer[period] = each[0]
-        if stall_grid_us(data, period)[-1] < STALL_GRID_US[-1]:
-            largest[period] = stall_grid_us(data, period)[-1]
+        timer, *elsewhere = smallest_by_placement(data, period, analysed.tick_hz)
+        stalls[period] = max([timer, *elsewhere])
+        if timer < stalls[period]:
+            on_timer[period] = timer
+        tried = stall_grid_us(data, period)[-1]
+        if tried < STALL_GRID_US[-1]:
+            largest[period] = tried
     return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer, largest_us=largest)
