@@ -69,6 +69,11 @@ def inject(data: RankData, period_ns: float, stall_ns: float, phase: float = PHA
     return replace(data, times_ns=np.minimum(lasts[kept], np.iinfo(np.uint32).max).astype(np.uint32))
 
 
+def _own_ns(data: RankData) -> float:
+    """FWQ's own time on the core: its iterations at their median length (what the fold's cycles are counted in)."""
+    return len(data.times_ns) * float(np.median(data.times_ns))
+
+
 def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
              threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> bool:
     """Would the analysis name an event at ``frequency_hz`` on this core: a spectral line there that the
@@ -88,7 +93,7 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
         return True
     if 1e9 / frequency_hz < folding.MIN_PERIOD_NS:
         return False
-    cpu_ns = len(data.times_ns) * float(np.median(data.times_ns))
+    cpu_ns = _own_ns(data)
     folded = folding.slow_periods(stalls, cpu_ns, tick_hz, near_hz=frequency_hz)
     return any(abs(f.frequency_hz - frequency_hz) <= 0.02 * frequency_hz for f in folded)
 
@@ -124,8 +129,7 @@ def stall_grid_us(data: RankData, period_ms: float) -> tuple[float, ...]:
     cannot take more of FWQ's time than FWQ has, and one that would (``inject`` takes it from FWQ's next turns)
     leaves too few samples to name anything: on a core FWQ held 19 % of, a 13 ms event was named from 0.58 to
     1.9 ms and at no size from 2.9 ms up (noise-keep28 control-1), which a bisection over the whole grid can land in."""
-    times = data.times_ns.astype(np.float64)
-    held_us = len(times) * float(np.median(times)) / float(times.sum()) * period_ms * 1e3
+    held_us = _own_ns(data) / float(data.times_ns.sum(dtype=np.float64)) * period_ms * 1e3
     return tuple(s for s in STALL_GRID_US if s <= held_us) or STALL_GRID_US[:1]
 
 
