@@ -390,7 +390,8 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
             continue
         # 7 % off the source's period: at its own period the real train (missed, yet there) would lend its
         # spectral line to the synthetic one, and the run would seem to see what it did not.
-        smallest = power.smallest_stall_us(noisiest, period * OFFSET, node.tick_hz)
+        smallest = power.smallest_stall_us(noisiest, period * OFFSET, node.tick_hz,
+                                           faster_hz=power.noisiest_spectral(node))
         could.append(f"{period:g}ms>={smallest / 1e3:.2g}ms" if smallest != float("inf") else f"{period:g}ms:none")
         if smallest <= (spin_us(period) if taken is None else taken):
             silent += 1

@@ -843,3 +843,12 @@ def test_a_core_naming_an_event_says_its_other_stalls_are_besides_it() -> None:
     assert said is not None and said.startswith("n1 core 0: besides its 11.1 Hz event, stalls with no period: 3 of "
                                                 "1 ms or more, at 932 ms (54.0 ms)"), said
     assert findings.stalls_sentence(core).startswith("n1 core 0: stalls, no period: 3 of 1 ms"), said
+
+
+def test_one_source_told_by_two_cores_is_one_source_of_a_common_period() -> None:
+    """The host's 100 Hz timer told at 100.06 Hz on one core and 100.02 Hz on the other is one source: a 90 ms
+    daemon's 11.11 Hz is no common period of it and the tick. Two sources are: the timer and the tick repeat
+    together every 20 ms."""
+    assert not analysis.common_period(11.11, [100.06, 100.02, 250.0])
+    assert analysis.common_period(50.0, [100.06, 100.02, 250.0])
+    assert analysis.common_period(11.11, [100.06, 22.22])

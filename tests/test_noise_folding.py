@@ -336,3 +336,50 @@ def test_a_fold_is_weighed_by_its_own_share_against_a_line_its_comb_was_raised_t
     assert recurrence.hit_share(stalls, fold.frequency_hz, bin_hz, tick_hz=250.0) == 0.0
     kept, harmonics = analysis.without_harmonics(stalls, bin_hz, 250.0, both)
     assert [p.frequency_hz for p in kept] == [fold.frequency_hz] and harmonics == (33.36,)
+
+
+def test_a_daemon_that_seldom_preempts_is_named_by_its_wake_ups_away_from_the_hosts_timer() -> None:
+    """Measured: core 0 of noise-keep30, a 90 ms daemon at normal priority on a core FWQ kept a tenth of. Its long
+    stalls held one phase in 17 of 23 cycles (under the floor): where FWQ was not preempted at once, the daemon's
+    wake-up cost it tens of microseconds at its phase. The wake-ups name it once the host's 10 ms timer (named on
+    the core by the spectrum) is left out: its onsets hold every 10 ms phase, and 90 ms is nine of them."""
+    stalls, cpu_ns = measured("noise-keep30-normal90ms-run1-core0")
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    share, _, cycles, _ = recurrence.held_at(stalls, folding.refine(onsets, 90e6, stalls.duration_ns),
+                                             folding.FOLD_TOLERANCE_NS, onsets=onsets, tick_hz=250.0)
+    assert (round(share, 2), cycles) == (0.74, 23)
+    assert folding.slow_periods(stalls, cpu_ns, 250.0) == []
+    [fold] = folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[100.06])
+    assert (round(fold.frequency_hz, 2), fold.share, fold.cycles) == (11.11, 1.0, 31)
+    wakes = folding.off_faster(stalls, stalls.at_least(folding.WAKE_US).start, [100.06])
+    assert 0 < len(wakes) < len(stalls.at_least(folding.WAKE_US).start)
+    assert folding.preempts(stalls, wakes, folding.refine(wakes, 90e6, stalls.duration_ns), 250.0, [100.06])
+
+
+def test_wake_ups_alone_at_one_phase_are_no_event() -> None:
+    """Measured: core 0 of noise-keep27, a 13 ms daemon at normal priority. Its wake-ups left out, short stalls
+    (16-64 us) held one phase of 43.33 ms (10/3 of its period) in 58 of 62 cycles; long stalls started there
+    less often than at the median phase: no daemon takes the core at that phase, and no period is named."""
+    stalls, cpu_ns = measured("noise-keep27-normal13ms-core0")
+    wakes = folding.off_faster(stalls, stalls.at_least(folding.WAKE_US).start, [76.92])
+    period = folding.refine(wakes, 1e9 / 23.077, stalls.duration_ns)
+    assert folding.judged(stalls, wakes, period, 250.0, [76.92]) is not None
+    assert not folding.preempts(stalls, wakes, period, 250.0, [76.92])
+    assert folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[76.92]) == []
+
+
+def test_a_period_both_tiers_find_keeps_the_share_of_the_one_holding_it_more_often() -> None:
+    """Measured: core 0 of another noise-keep30 run of the 90 ms daemon. Long stalls held its phase in 24 of 30
+    cycles, wake-ups in 31 of 31; a 270 ms fold (three of its periods) held 12 of 12. Weighed at the long
+    stalls' share, the 90 ms lost to the 270 ms (one_event's SLOWER_GAIN) and 3.7 Hz was named."""
+    stalls, cpu_ns = measured("noise-keep30-normal90ms-run0-core0")
+    assert [(round(f.frequency_hz, 2), round(f.share, 2)) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] \
+        == [(11.11, 0.8)]
+    [fold] = folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[100.0])
+    assert (round(fold.frequency_hz, 2), fold.share, fold.cycles) == (11.11, 1.0, 31)
+
+
+def test_a_control_core_names_nothing_by_its_wake_ups() -> None:
+    """Measured: core 0 of a noise-keep30 control (no injector), the host's 100 Hz timer named on it."""
+    stalls, cpu_ns = measured("noise-keep30-control1-core0")
+    assert folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[100.0]) == []

@@ -18,6 +18,7 @@ per node, only the lines at a whole ratio of 1/P are asked to the time domain, a
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -75,9 +76,11 @@ def _own_ns(data: RankData) -> float:
 
 
 def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
-             threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> bool:
+             threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION, faster_hz: Sequence[float] = ()) -> bool:
     """Would the analysis name an event at ``frequency_hz`` on this core: a spectral line there that the
-    core's stalls confirm by recurring at it, or (a slow one) its stalls folded at it with no line?"""
+    core's stalls confirm by recurring at it, or (a slow one) its stalls folded at it with no line?
+    ``faster_hz``: the spectral periods the analysis named on the core, which the fold is told of as it is there
+    (folding.slow_periods)."""
     freqs, power, lines = analysis.rank_spectrum(data)
     if len(freqs) < 2:
         return False
@@ -94,7 +97,7 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
     if 1e9 / frequency_hz < folding.MIN_PERIOD_NS:
         return False
     cpu_ns = _own_ns(data)
-    folded = folding.slow_periods(stalls, cpu_ns, tick_hz, near_hz=frequency_hz)
+    folded = folding.slow_periods(stalls, cpu_ns, tick_hz, near_hz=frequency_hz, faster_hz=faster_hz)
     return any(abs(f.frequency_hz - frequency_hz) <= 0.02 * frequency_hz for f in folded)
 
 
@@ -135,16 +138,18 @@ def stall_grid_us(data: RankData, period_ms: float) -> tuple[float, ...]:
 
 def smallest_named_us(data: RankData, period_ms: float, tick_hz: float | None,
                       on_tick: tuple[float, float] | None = None,
-                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
+                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION,
+                      faster_hz: Sequence[float] = ()) -> float:
     """The smallest stall on ``stall_grid_us`` every ``period_ms``, placed as ``on_tick`` says (``inject``), that
-    the core would have named (inf: none of them). Bisection over the grid: a longer stall of the same period
-    stands higher in both domains (it did not where ``inject`` stretched the run: see there)."""
+    the core would have named (inf: none of them; ``faster_hz``: ``named_at``'s). Bisection over the grid: a
+    longer stall of the same period stands higher in both domains (it did not where ``inject`` stretched the run:
+    see there)."""
     grid = stall_grid_us(data, period_ms)
     low, high = -1, len(grid)
     while high - low > 1:
         mid = (low + high) // 2
         if named_at(inject(data, period_ms * 1e6, grid[mid] * 1e3, on_tick=on_tick), 1e3 / period_ms,
-                    tick_hz, threshold_fraction):
+                    tick_hz, threshold_fraction, faster_hz):
             high = mid
         else:
             low = mid
@@ -152,18 +157,20 @@ def smallest_named_us(data: RankData, period_ms: float, tick_hz: float | None,
 
 
 def smallest_by_placement(data: RankData, period_ms: float, tick_hz: float | None,
-                          threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> list[float]:
+                          threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION,
+                          faster_hz: Sequence[float] = ()) -> list[float]:
     """``smallest_named_us`` in each of ``placements``, the timer's first."""
-    return [smallest_named_us(data, period_ms, tick_hz, where, threshold_fraction)
+    return [smallest_named_us(data, period_ms, tick_hz, where, threshold_fraction, faster_hz)
             for where in placements(data, period_ms, tick_hz, threshold_fraction)]
 
 
 def smallest_stall_us(data: RankData, period_ms: float, tick_hz: float | None,
-                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> float:
+                      threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION,
+                      faster_hz: Sequence[float] = ()) -> float:
     """The smallest stall on ``stall_grid_us`` every ``period_ms`` the core would have named wherever the event is
     placed (``placements``): a power measured on the timer alone claimed events the judge then missed in
     silence."""
-    return max(smallest_by_placement(data, period_ms, tick_hz, threshold_fraction))
+    return max(smallest_by_placement(data, period_ms, tick_hz, threshold_fraction, faster_hz))
 
 
 def _size(stall_us: float) -> str:
@@ -219,18 +226,28 @@ class NodePower:
 
 def noisiest_rank(node: NodeData, analysed: analysis.NodeNoise) -> RankData:
     """The samples of the node's core that lost the most time: the background an event must stand out from."""
-    return node.ranks[max(range(len(analysed.cores)), key=lambda i: analysed.cores[i].lost_fraction)]
+    return node.ranks[_noisiest(analysed)]
+
+
+def noisiest_spectral(analysed: analysis.NodeNoise) -> list[float]:
+    """The spectral periods (Hz) the analysis named on the node's noisiest core (``named_at``'s ``faster_hz``)."""
+    return [p.frequency_hz for p in analysed.cores[_noisiest(analysed)].periods if not p.folded]
+
+
+def _noisiest(analysed: analysis.NodeNoise) -> int:
+    return max(range(len(analysed.cores)), key=lambda i: analysed.cores[i].lost_fraction)
 
 
 def node_power(node: NodeData, analysed: analysis.NodeNoise,
                periods_ms: tuple[float, ...] = REFERENCE_PERIODS_MS) -> NodePower:
     """The node's power, measured on its core that lost the most time."""
     data = noisiest_rank(node, analysed)
+    spectral = noisiest_spectral(analysed)
     stalls: dict[float, float] = {}
     on_timer: dict[float, float] = {}
     largest: dict[float, float] = {}
     for period in periods_ms:
-        timer, *elsewhere = smallest_by_placement(data, period, analysed.tick_hz)
+        timer, *elsewhere = smallest_by_placement(data, period, analysed.tick_hz, faster_hz=spectral)
         stalls[period] = max([timer, *elsewhere])
         if timer < stalls[period]:
             on_timer[period] = timer
