@@ -270,6 +270,14 @@ normal --periods 90,250 --pairs 27:250 --repeat 4 --keep noise-keep30``, load 1.
 10-19 %), judged by d711367: 90 ms alone 1/4, 250 ms alone 0/4, 27+250 ms 4/8 (the 27 ms ones); every miss said
 ("none"), silent 0; controls: the host's 100 Hz (known) only; in injected runs 22.22 Hz (a 90 ms source's comb
 raised to its 2nd harmonic), 14.97 and 6 Hz once each.
+
+The fold also folds a daemon's wake-ups (2026-11-29 night, ``folding.WAKE_US``: stalls from 10 us away from the
+host's timer, named where its phase also starts long stalls; one source told by two cores counted once). Kept
+files, without the power: noise-keep30 7 of 16 normal-priority sources named (5 before), noise-keep28 23 of 40
+(20 before), other periods unchanged, controls nothing. Live (``--priorities normal --periods 90,250 --pairs
+13:90,27:250 --repeat 3 --keep noise-keep31``, load 3.3-4.4, median 3.9): 90 ms alone 1/3, 250 ms alone 0/3,
+13+90 ms 3/6 (the 13 ms ones), 27+250 ms 4/6 (the 27 ms ones and a 250 ms one); silent 0; controls: the host's
+100 Hz (known) only; 22.22 Hz once on a 90 ms source's core, whose stalls recurred every 45 ms there.
 """
 from __future__ import annotations
 
