@@ -23,8 +23,9 @@ own analysis and findings (analysis.analyse, findings.host_events / one_core_eve
   source at normal priority on a loaded core does not take: it preempts FWQ only when FWQ is the one running;
 - silent miss: the same, where that power says it could have: the run claimed a power it did not have;
 - other: every other period the findings name (one core's or the host's), in any run, controls included; one
-  at a known source of systems/local.yaml (``known_noise_sources``: the VM host's 10 ms timer) is listed with a
-  ``*`` and not counted (the product says it as that source, evidence, not "needs a look").
+  at a known source of systems/local.yaml (``known_noise_sources``: the VM host's 10 ms timer and its 50 ms
+  pattern) is listed with a ``*`` and not counted (the product says it as that source, evidence, not "needs a
+  look").
 
     python benchmarks/noise_injected.py --repeat 5 [--keep DIR]
     python benchmarks/noise_injected.py --rejudge DIR     # the kept files, by the analysis as it is now

@@ -75,7 +75,7 @@ def test_a_known_source_of_the_system_is_said_with_what_it_is_and_asks_no_one() 
     is, as evidence; a 13 ms daemon on the other core still needs a look."""
     run = run_of(inject(quiet_core(12), 10_000_000, 300_000), inject(quiet_core(13), 13_000_000, 300_000))
     local = known.known_of("local")
-    assert [k.hz for k in local] == [100.0]
+    assert [k.hz for k in local] == [100.0, 20.0]
     events, said = findings.event_sentences(run, local), findings.sentences(run, local)
     assert [e.split(" (")[0] for e in events] == ["A 76.9 Hz event on core 1 on n1"], said
     (timer,) = [s for s in said if s.startswith("A 100 Hz event on core 0 on n1 (every 10 ms;")]
