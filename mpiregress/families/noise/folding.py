@@ -139,11 +139,13 @@ def candidates(onsets_ns: np.ndarray, duration_ns: float, shortest_ns: float, lo
     return out
 
 
-def refine(onsets_ns: np.ndarray, period_ns: float, duration_ns: float) -> float:
+def refine(onsets_ns: np.ndarray, period_ns: float, duration_ns: float, drift_ns: float = SCREEN_NS) -> float:
     """The period (ns) within a screening step of ``period_ns`` at which the most onsets fall within
-    FOLD_TOLERANCE_NS of one phase (steps small enough that the phase drifts less than that over the run)."""
+    FOLD_TOLERANCE_NS of one phase (steps small enough that the phase drifts less than that over the run).
+    ``drift_ns``: how far the phase of the period searched from may drift over the run (a screening step; a whole
+    period for a rate as the spectrum names it, within a bin of the run: ``off_faster``)."""
     relative = FOLD_TOLERANCE_NS / duration_ns
-    trials = period_ns * (1 + np.arange(-SCREEN_NS / duration_ns, SCREEN_NS / duration_ns + relative, relative))
+    trials = period_ns * (1 + np.arange(-drift_ns / duration_ns, drift_ns / duration_ns + relative, relative))
     return float(trials[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), trials, FOLD_TOLERANCE_NS)))])
 
 
@@ -199,15 +201,6 @@ def preempts(stalls: Stalls, wake_onsets: np.ndarray, period_ns: float, tick_hz:
     return bool(at - typical >= recurrence.MIN_CONTRAST)
 
 
-def _refined(onsets_ns: np.ndarray, frequency_hz: float, duration_ns: float) -> float:
-    """The period (ns) within a spectral bin of the run (1 / ``duration_ns``) of ``frequency_hz`` at which the most
-    onsets fall within FOLD_TOLERANCE_NS of one phase (steps small enough that the phase drifts less than that)."""
-    resolution_hz = 1e9 / duration_ns
-    step = frequency_hz * FOLD_TOLERANCE_NS / duration_ns
-    trials = 1e9 / np.arange(frequency_hz - resolution_hz, frequency_hz + resolution_hz, step)
-    return float(trials[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), trials, FOLD_TOLERANCE_NS)))])
-
-
 def off_faster(stalls: Stalls, onsets_ns: np.ndarray, faster_hz: Sequence[float]) -> np.ndarray:
     """The onsets away from the phase of each of ``faster_hz`` faster than the fold searches (MIN_PERIOD_NS):
     those events' own stalls. Each event's period is refined within a spectral bin of the run (its rate as
@@ -215,7 +208,7 @@ def off_faster(stalls: Stalls, onsets_ns: np.ndarray, faster_hz: Sequence[float]
     for rate in (f for f in faster_hz if 1e9 / f < MIN_PERIOD_NS):
         if len(onsets_ns) < MIN_OBSERVED:
             break
-        period = _refined(onsets_ns, rate, stalls.duration_ns)
+        period = refine(onsets_ns, 1e9 / rate, stalls.duration_ns, drift_ns=1e9 / rate)
         phase = recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets_ns)[3]
         onsets_ns = onsets_ns[np.abs(recurrence.offsets(onsets_ns, phase, period)) > FOLD_TOLERANCE_NS]
     return onsets_ns
