@@ -797,9 +797,10 @@ def node_noise(node: NodeData, threshold_fraction: float = DEFAULT_THRESHOLD_FRA
     # The least-common-multiple rule of ``confirmed`` across the node: the host's 100 Hz timer may be one core's
     # period and only a line on another, whose 50 Hz comb is that timer and the tick together.
     everywhere = [q.frequency_hz for c in cores for q in c.periods] + ([tick] if tick else [])
-    cores = tuple(replace(c, periods=tuple(p for p in c.periods if not common_period(p.frequency_hz, everywhere)),
+    theirs = {p.frequency_hz for c in cores for p in c.periods if common_period(p.frequency_hz, everywhere)}
+    cores = tuple(replace(c, periods=tuple(p for p in c.periods if p.frequency_hz not in theirs),
                           unconfirmed=c.unconfirmed + tuple(p.frequency_hz for p in c.periods
-                                                            if common_period(p.frequency_hz, everywhere)))
+                                                            if p.frequency_hz in theirs))
                   for c in cores)
     return NodeNoise(node=node.name, efficiency=efficiency(matrix), iterations=matrix.shape[1], cores=cores,
                      tick_hz=tick, tick_from_kernel=from_kernel, faster_pattern_hz=faster)
