@@ -852,3 +852,46 @@ def test_one_source_told_by_two_cores_is_one_source_of_a_common_period() -> None
     assert not analysis.common_period(11.11, [100.06, 100.02, 250.0])
     assert analysis.common_period(50.0, [100.06, 100.02, 250.0])
     assert analysis.common_period(11.11, [100.06, 22.22])
+
+
+def test_a_common_period_is_the_least_two_sources_share() -> None:
+    """The host's 10 ms timer and its 50 ms pattern repeat together every 50 ms: a 250 ms daemon beside them (4 Hz,
+    25 and 5 times slower) is no common period of theirs, and was taken for one on a quiet core
+    (noise-keep33-quiet). Sources every 10 and 25 ms do repeat together every 50 ms."""
+    assert not analysis.common_period(4.0, [100.0, 20.0, 250.0])
+    assert analysis.common_period(20.0, [100.0, 40.0])
+
+
+def test_a_whole_number_of_ticks_brings_the_tick_back_to_its_phase_each_cycle() -> None:
+    """1 % of the count made every period from 50 ticks up whole: 271 ms (67.75 ticks of 4 ms) was, and held to
+    the tick's 8 % window (22 ms) a 90 ms daemon's stalls named a 3.82 Hz event beside it (noise-keep33-quiet)."""
+    assert recurrence.whole_ticks(271e6, 250.0) == 0
+    assert recurrence.window_ns(271e6, 250.0) == pytest.approx(0.02 * 271e6)
+    assert recurrence.whole_ticks(20e6, 250.0) == 5
+    assert recurrence.whole_ticks(250e6, 250.0, 2) == 125
+    assert recurrence.whole_ticks(252e6, 250.0) == 63
+
+
+def test_a_slower_period_the_spectrum_names_a_bin_off_a_whole_share_of_an_event_is_that_events() -> None:
+    """Measured (a quiet core, noise-keep33-quiet): a 90 ms daemon at normal priority woke without preempting FWQ
+    in every sixth cycle, so its 90 ms held 27 of 33 cycles; the spectrum also named 3.82 Hz (a bin of 0.32 Hz),
+    whose stalls recur every 271 ms, three of the daemon's cycles and 3 % off the third of 11.11 Hz, in 11 of 11
+    cycles within its three times wider window. Known to its bin, 3.82 Hz is a whole share of 11.11 Hz, and
+    11 of 11 against 82 % is no clearly better hold (9 % by chance): the daemon is named, once."""
+    stalls, _ = kept_stalls.measured("noise-keep33-quiet-normal90ms-run0-core0")
+    bin_hz = 1e9 / stalls.duration_ns
+    assert analysis._multiple(11.11, 3.82, bin_hz) and not analysis._multiple(11.11, 3.82)
+    periods = (analysis.Period(11.11, 50.0, 3), analysis.Period(3.82, 20.0, 3))
+    kept, dropped = analysis.without_harmonics(stalls, bin_hz, 250.0, periods)
+    assert [p.frequency_hz for p in kept] == [11.11] and dropped == (3.82,)
+
+
+def test_a_slow_daemon_at_its_own_phase_is_not_a_faster_host_events_subharmonic() -> None:
+    """Measured (a quiet core, noise-keep33-quiet): a 250 ms daemon's long stalls held one phase in 12 of 12
+    cycles; the host's 50 ms pattern (20 Hz) held 97 % of its own cycles elsewhere in them. 20 Hz is five times
+    4 Hz, but its stalls do not start at the daemon's phase: two events, and the daemon is named (it was dropped
+    as the 20 Hz line's subharmonic, in 2 of 3 runs)."""
+    stalls, _ = kept_stalls.measured("noise-keep33-quiet-normal250ms-run1-core0")
+    periods = (analysis.Period(100.0, 50.0, 3), analysis.Period(4.0, 20.0, 3), analysis.Period(20.0, 30.0, 3))
+    kept, dropped = analysis.without_harmonics(stalls, 1e9 / stalls.duration_ns, 250.0, periods)
+    assert [p.frequency_hz for p in kept] == [100.0, 4.0] and dropped == (20.0,)

@@ -305,7 +305,7 @@ def test_a_real_time_sources_idle_window_is_asked_at_each_phase_of_the_best_shar
     after the phase of more cycles, the idle window (0.92 there, 1.0 after the daemon's) named nothing."""
     stalls, cpu_ns = measured("noise-keep20-fifo250ms-core1")
     onsets = stalls.at_least(folding.SIZES_US[0]).start
-    period = folding.refine(folding.off_tick(onsets, 250.0), 250e6, stalls.duration_ns)
+    period = folding.refine(folding.off_tick(onsets, 250.0, cpu_ns), 250e6, stalls.duration_ns)
     assert len(recurrence.best_phases(stalls, period, folding.FOLD_TOLERANCE_NS, onsets, folding.MAX_TIED)) == 2
     assert [round(f.frequency_hz, 1) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [4.0]
 
@@ -383,3 +383,16 @@ def test_a_control_core_names_nothing_by_its_wake_ups() -> None:
     """Measured: core 0 of a noise-keep30 control (no injector), the host's 100 Hz timer named on it."""
     stalls, cpu_ns = measured("noise-keep30-control1-core0")
     assert folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[100.0]) == []
+
+
+def test_a_quiet_cores_few_long_stalls_are_no_crowd_at_the_tick() -> None:
+    """Measured (a quiet core, noise-keep33-quiet): a 250 ms daemon's 13 long stalls were all the core had; its
+    62.5 ticks put 7 at one phase of the tick, which the fold took for the load's slices and left out, and too few
+    were left to fold (unnamed, its phase held in 11 of 11 cycles). A crowd at the tick is more onsets than FWQ
+    could see of any event the fold searches."""
+    stalls, cpu_ns = measured("noise-keep33-quiet-normal250ms-run1-core0")
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    assert len(onsets) == 13 and folding.busiest_tick_phase(onsets, 250.0, cpu_ns) is None
+    assert [(round(f.frequency_hz, 1), f.share, f.cycles) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] \
+        == [(4.0, 1.0, 12)]
+

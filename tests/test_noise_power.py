@@ -185,7 +185,8 @@ def test_the_power_is_what_the_analysis_names_on_the_timer_and_on_the_tick_alike
     data = rank(sliced_on_the_tick(7))
     period_ms, tick_hz = 90.0, 1e9 / TICK_NS
     ticked = power.folding.busiest_tick_phase(recurrence.stalls_over(data, analysis.DEFAULT_THRESHOLD_FRACTION)
-                                              .at_least(power.folding.SIZES_US[0]).start, tick_hz)
+                                              .at_least(power.folding.SIZES_US[0]).start, tick_hz,
+                                              len(data.times_ns) * float(np.median(data.times_ns)))
     assert ticked is not None and abs((ticked[1] - 1_100_000 + TICK_NS / 2) % TICK_NS - TICK_NS / 2) <= 600_000
 
     def named(stall_us: float, where: tuple[float, float] | None) -> bool:

@@ -32,6 +32,8 @@ Measured on the local cluster against a real noise source: benchmarks/noise_peri
 """
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -689,18 +691,39 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
     FWQ could see, at any phase: a normal-priority 90 ms daemon the fold held in 114 of 114 cycles in a 9 s
     run had no share by the spectrum's test, and lost to the 33.36 Hz its comb was raised to, its 3rd harmonic,
     which had none either (benchmarks/noise_injected.py --iterations 900000, noise-keep29)."""
-    shares: dict[float, float] = {}
-    folds = {p.frequency_hz: p.folded[0] / p.folded[1] for p in periods if p.folded}
+    folds = {p.frequency_hz: (p.folded[0] / p.folded[1], p.folded[1]) for p in periods if p.folded}
+    holds: dict[float, list[recurrence.Hold]] = {}
 
-    def share(rate: float) -> float:       # a time-domain search per rate: once each
-        if rate not in shares:
-            shares[rate] = folds[rate] if rate in folds else recurrence.hit_share(stalls, rate, bin_hz, tick_hz=tick)
-        return shares[rate]
+    def held(rate: float) -> list[recurrence.Hold]:     # a time-domain search per spectral rate: once each
+        if rate not in holds:
+            holds[rate] = recurrence.holds_by_size(stalls, rate, bin_hz, tick_hz=tick)
+        return holds[rate]
+
+    def share(rate: float) -> float:
+        return folds[rate][0] if rate in folds else recurrence.best_held(held(rate))[0]
+
+    def cycles(rate: float) -> int:
+        return folds[rate][1] if rate in folds else recurrence.best_held(held(rate))[1]
 
     def multiple(g: float, f: float) -> bool:
-        return _multiple(g, f) and g <= recurrence.MAX_MULTIPLE * 1.01 * f
+        return _multiple(g, f, bin_hz) and g <= recurrence.MAX_MULTIPLE * 1.01 * f
 
-    kept = folding.one_event([p.frequency_hz for p in periods], share, multiple)
+    def train(rate: float) -> tuple[float, float, float]:   # (period, phase, window), ns: the test that found it
+        if rate in folds or not held(rate):
+            return (*folding.phase_of(stalls, rate, tick), folding.FOLD_TOLERANCE_NS)
+        best = max(held(rate), key=lambda h: h.share)
+        return best.period_ns, best.phase_ns, best.tolerance_ns
+
+    def apart(g: float, f: float) -> bool:      # only where the fold's test places the slower's phase
+        if f not in folds and not folding.holds(stalls, f, tick):
+            return False
+        period, phase = folding.phase_of(stalls, f, tick)
+        fast = train(g)
+        times = phase + np.arange(int(stalls.duration_ns // period)) * period
+        off = float(np.median(np.abs(recurrence.offsets(times, fast[1], fast[0]))))
+        return off > fast[2] + folding.FOLD_TOLERANCE_NS
+
+    kept = folding.one_event([p.frequency_hz for p in periods], share, multiple, apart, cycles)
     return (tuple(p for p in periods if p.frequency_hz in kept),
             tuple(p.frequency_hz for p in periods if p.frequency_hz not in kept))
 
@@ -711,19 +734,25 @@ def common_period(rate_hz: float, sources_hz: Sequence[float]) -> bool:
 
     One source told by two cores is one: the host's 100 Hz timer, measured at 100.02 Hz on one core and
     100.06 Hz on the other and counted twice, made a 90 ms daemon's 11.11 Hz, which the fold held in 31 of 31
-    cycles, their common period, and it went unnamed (benchmarks/noise_injected.py, noise-keep30)."""
-    distinct: list[float] = []
+    cycles, their common period, and it went unnamed (benchmarks/noise_injected.py, noise-keep30). And it is
+    their least common one: ``rate_hz`` times two whole numbers with no common divisor."""
+    distinct: list[int] = []
     for g in sorted(sources_hz):
-        if _multiple(g, rate_hz) and not any(abs(g - h) <= 0.02 * h for h in distinct):
-            distinct.append(g)
-    return len(distinct) >= 2
+        if _multiple(g, rate_hz) and not any(abs(g - h * rate_hz) <= 0.02 * g for h in distinct):
+            distinct.append(round(g / rate_hz))
+    # Their least common multiple: two sources every 10 and 50 ms repeat together every 50 ms, not every 250 ms
+    # (a 250 ms daemon beside the host's 100 Hz and its 50 ms pattern was taken for them, noise-keep33-quiet).
+    return any(math.gcd(a, b) == 1 for a, b in itertools.combinations(distinct, 2))
 
 
-def _multiple(g: float, f: float) -> bool:
-    """Is ``g`` a whole multiple (2 or more) of ``f``, within 2 % of ``f``? (Within 1 % of ``g`` made the 250 Hz
-    tick a multiple of a 4 Hz daemon, 62.5 times, and the daemon no period.)"""
+def _multiple(g: float, f: float, bin_hz: float = 0.0) -> bool:
+    """Is ``g`` a whole multiple (2 or more) of ``f``, within 2 % of ``f``, or of the spectral bin ``bin_hz`` the two
+    rates are each known to within half of? (Within 1 % of ``g`` made the 250 Hz tick a multiple of a 4 Hz
+    daemon, 62.5 times, and the daemon no period.) A spectral line's rate is its bin's: a 90 ms daemon's third
+    subharmonic, its stalls held every 271 ms, was named at 3.82 Hz (a bin of 0.32 Hz) beside its 11.11 Hz, 3 %
+    off the third of it (noise-keep33-quiet)."""
     k = round(g / f)
-    return k >= 2 and abs(g - k * f) <= 0.02 * f
+    return k >= 2 and abs(g - k * f) <= max(0.02 * f, (k + 1) * bin_hz / 2)
 
 
 def core_noise(node: str, data: RankData, threshold_fraction: float = DEFAULT_THRESHOLD_FRACTION,

@@ -59,6 +59,8 @@ NEAR = 0.05
 # A slower period found beside a faster one it is a whole multiple of is the event's only when it holds
 # this much more of its cycles.
 SLOWER_GAIN = 0.15
+# ... and, where the cycles are known, beyond chance at the faster's share (``one_event``).
+OUTWEIGH_CHANCE = 0.01
 CHUNK = 256
 # A period within this share of a whole multiple of a known event's is that event's (the tick measured
 # against CLOCK_MONOTONIC, to a part in 10^3).
@@ -157,26 +159,34 @@ def idle_faster(stalls: Stalls, period_ns: float, phase_ns: float) -> bool:
                >= MIN_IDLE_SHARE for _, shifted in recurrence.whole_shares(period_ns, phase_ns))
 
 
-def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, float] | None:
+def busiest_tick_phase(onsets_ns: np.ndarray, tick_hz: float | None, cpu_ns: float
+                       ) -> tuple[float, float] | None:
     """(the tick's period as the onsets keep it, ns; the phase where most of them start, ns): where the
-    scheduler hands the core to the load's other processes. None where the node shows no tick or too few
-    onsets to say."""
-    found = _busiest_tick_bin(onsets_ns, tick_hz)
+    scheduler hands the core to the load's other processes (``_busiest_tick_bin``). None where the node shows no
+    tick or the onsets show no such crowd."""
+    found = _busiest_tick_bin(onsets_ns, tick_hz, cpu_ns)
     if found is None:
         return None
     period, busiest = found
     return period, (busiest + 1) * FOLD_TOLERANCE_NS % period
 
 
-def _busiest_tick_bin(onsets_ns: np.ndarray, tick_hz: float | None) -> tuple[float, int] | None:
-    """(the tick's period, ns; the first of the two adjacent FOLD_TOLERANCE_NS bins of it holding most onsets)."""
+def _busiest_tick_bin(onsets_ns: np.ndarray, tick_hz: float | None, cpu_ns: float) -> tuple[float, int] | None:
+    """(the tick's period, ns; the first of the two adjacent FOLD_TOLERANCE_NS bins of it holding most onsets),
+    where those bins hold more onsets than FWQ could see of an event every MIN_PERIOD_NS in ``cpu_ns``, its own
+    time on the core: more than any event the fold searches could start there, so the tick's own or its time
+    slices'. Fewer are no crowd to leave out: on a quiet core a 250 ms daemon's 13 long stalls were all the core
+    had, its 62.5 ticks put 7 at one phase of the tick, and with them left out too few were left to fold
+    (noise-keep33-quiet: unnamed, 11 of 11 cycles held)."""
     if not tick_hz or len(onsets_ns) < MIN_OBSERVED:
         return None
     # The tick's clock and CLOCK_MONOTONIC agree to a part in 10^4 (recurrence.tick_hz): a few steps do.
     periods = 1e9 / tick_hz * (1 + np.linspace(-2e-4, 2e-4, 9))
     period = float(periods[int(np.argmax(folded_peaks(onsets_ns.astype(np.float64), periods, FOLD_TOLERANCE_NS)))])
     counts = np.bincount(_tick_bins(onsets_ns, period), minlength=int(np.ceil(period / FOLD_TOLERANCE_NS)))
-    return period, int(np.argmax(counts + np.roll(counts, -1)))
+    pairs = counts + np.roll(counts, -1)
+    busiest = int(np.argmax(pairs))
+    return (period, busiest) if pairs[busiest] > cpu_ns / MIN_PERIOD_NS else None
 
 
 def _tick_bins(onsets_ns: np.ndarray, period_ns: float) -> np.ndarray:
@@ -214,10 +224,10 @@ def off_faster(stalls: Stalls, onsets_ns: np.ndarray, faster_hz: Sequence[float]
     return onsets_ns
 
 
-def off_tick(onsets_ns: np.ndarray, tick_hz: float | None) -> np.ndarray:
+def off_tick(onsets_ns: np.ndarray, tick_hz: float | None, cpu_ns: float) -> np.ndarray:
     """The onsets away from the tick's busiest phase (FOLD_TOLERANCE_NS either side; all of them where
-    the node shows no tick)."""
-    found = _busiest_tick_bin(onsets_ns, tick_hz)
+    the node shows no tick or no crowd there: ``_busiest_tick_bin``; ``cpu_ns``: FWQ's own time)."""
+    found = _busiest_tick_bin(onsets_ns, tick_hz, cpu_ns)
     if found is None:
         return onsets_ns
     period, busiest = found
@@ -300,11 +310,9 @@ def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None
     found 26 ms, held in 90-97 % of its cycles by long stalls, the phase 13 ms on in 47-58 % by long stalls and
     in all by stalls of any size (benchmarks/noise_injected.py, noise-keep23: told at 26 ms in 3 of 5 runs). A
     27 ms daemon's phase 13.5 ms on, where the load's slices follow its burst, held 23-61 % (noise-keep22, -24)."""
-    onsets = stalls.at_least(SIZES_US[0]).start
-    if parts < 2 or len(onsets) < MIN_OBSERVED:
+    if parts < 2 or len(stalls.at_least(SIZES_US[0]).start) < MIN_OBSERVED:
         return False
-    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns)
-    phase = recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets, tick_hz=tick_hz)[3]
+    period, phase = phase_of(stalls, frequency_hz, tick_hz)
     shares, _ = recurrence.shares_at(stalls, period, FOLD_TOLERANCE_NS,
                                      (phase + np.arange(parts) * period / parts) % period)
     return bool(shares[1:].min() >= shares[0] - recurrence.MULTIPLE_SLACK)
@@ -346,7 +354,7 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None, near_hz: 
         # ticks fold them into a comb that crowds the screen. A daemon woken by its own timer is elsewhere
         # (one woken on the tick, among the slices, would stand out from the tick's other phases only by
         # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
-        away = off_tick(onsets, tick_hz)
+        away = off_tick(onsets, tick_hz, cpu_ns)
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
             period = refine(away, guess, stalls.duration_ns)
             held = judged(stalls, onsets, period, tick_hz, faster_hz)
@@ -372,11 +380,38 @@ def _shares_of(fold: Fold) -> Iterator[Fold]:
 
 
 def one_event(rates_hz: Sequence[float], share: Callable[[float], float],
-              multiple: Callable[[float, float], bool]) -> list[float]:
+              multiple: Callable[[float, float], bool],
+              apart: Callable[[float, float], bool] = lambda faster, slower: False,
+              cycles: Callable[[float], int] | None = None) -> list[float]:
     """The rates of one core's periods that are events of their own. Two, one a whole multiple of the other
     (``multiple(faster, slower)``), are one event: the faster, unless the slower holds its cycles clearly
     more often (SLOWER_GAIN). ``share(rate)``: the share of its cycles the rate holds a stall in, asked only
-    of rates that have such a partner (a time-domain search each, where the spectrum named them)."""
+    of rates that have such a partner (a time-domain search each, where the spectrum named them).
+
+    ``cycles(rate)``, where given: the cycles that share was counted over; clearly more is then also beyond
+    chance at the faster's share over the slower's cycles (OUTWEIGH_CHANCE): a 90 ms daemon's third
+    subharmonic held 11 of 11 cycles of 271 ms where its own 90 ms held 80 % of 33 (every sixth burst only woke
+    on a quiet core, and the 271 ms window is three times as wide), 9 % by chance; it was named alone
+    (noise-keep33-quiet).
+
+    ``apart(faster, slower)``: are their trains at different phases (the slower's stalls start away from the
+    faster's)? Then the slower is not the faster's and stays: a 250 ms daemon, its phase held in 12 of 12
+    cycles, beside the host's 50 ms pattern elsewhere in the cycle, held in 97 % of its own, was dropped as its
+    subharmonic on a quiet core (noise-keep33-quiet)."""
+    def outweighs(slow: float, fast: float) -> bool:
+        if share(slow) < share(fast) + SLOWER_GAIN:
+            return False
+        return cycles is None or \
+            recurrence.chance_of(share(slow), cycles(slow), share(fast)) <= OUTWEIGH_CHANCE
+
     return [f for f in rates_hz
-            if not any(g < f and multiple(f, g) and share(g) >= share(f) + SLOWER_GAIN for g in rates_hz)
-            and not any(g > f and multiple(g, f) and share(g) > share(f) - SLOWER_GAIN for g in rates_hz)]
+            if not any(g < f and multiple(f, g) and outweighs(g, f) for g in rates_hz)
+            and not any(g > f and multiple(g, f) and not outweighs(f, g) and not apart(g, f) for g in rates_hz)]
+
+
+def phase_of(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> tuple[float, float]:
+    """(period, phase: ns into the cycle) at which the long stalls (SIZES_US) recur near ``frequency_hz``: the
+    fold's (``refine``, recurrence.held_at)."""
+    onsets = stalls.at_least(SIZES_US[0]).start
+    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns)
+    return period, recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets, tick_hz=tick_hz)[3]

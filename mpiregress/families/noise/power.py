@@ -104,19 +104,23 @@ def named_at(data: RankData, frequency_hz: float, tick_hz: float | None,
 def placements(data: RankData, period_ms: float, tick_hz: float | None,
                threshold_fraction: float = analysis.DEFAULT_THRESHOLD_FRACTION) -> list[tuple[float, float] | None]:
     """Where an event every ``period_ms`` is placed to measure the power: on its own timer (None) and, for the
-    periods the fold searches (from folding.MIN_PERIOD_NS) on a core that shows a tick, also waiting for the tick
-    (``inject``'s ``on_tick``).
+    periods the fold searches (from folding.MIN_PERIOD_NS) on a core whose load's slices crowd a phase of the
+    tick (``folding.busiest_tick_phase``), also waiting for the tick there (``inject``'s ``on_tick``).
 
     A slow daemon at FWQ's priority often waits (EEVDF lets the running task finish its slice): its stalls
     then start where the load's time slices end (the kept FWQ files of benchmarks/noise_injected.py at load
     4-8: a 90 ms daemon's onsets within 0.3 ms of the tick's busiest phase in some runs, on its own timer in
     others). There they stand out far less. Faster ones only on the timer: a 13 ms daemon's onsets were
     timer-exact in those files (spread over the tick, named at its own rate), and one moved to the tick would be
-    named at its beat with the tick, never at 1/P (a power of "none" on a quiet core)."""
+    named at its beat with the tick, never at 1/P (a power of "none" on a quiet core). A core with no such
+    crowd has no slices to wait for: on quiet cores a 250 ms daemon's stalls began 40-49 us after its timer in 11
+    of 11 cycles, a 90 ms one's in all 32 in which FWQ was running there (a 2 ms stall in 27, a 20-30 us wake-up
+    in 5; noise-keep33-quiet), and the tick placement put a quiet control's power at 1.4 % where its timer's was
+    0.3 % (11 % on another, 2026-11-29)."""
     if period_ms * 1e6 < folding.MIN_PERIOD_NS:
         return [None]
     ticked = folding.busiest_tick_phase(recurrence.stalls_over(data, threshold_fraction).at_least(
-        folding.SIZES_US[0]).start, tick_hz)
+        folding.SIZES_US[0]).start, tick_hz, _own_ns(data))
     return [None] if ticked is None else [None, ticked]
 
 

@@ -343,9 +343,15 @@ def best_share(held: Sequence[Hold]) -> float:
     return max((hold.share for hold in held), default=0.0)
 
 
+def best_held(held: Sequence[Hold]) -> tuple[float, int]:
+    """(the best share of ``held``, the cycles FWQ could see at its phase); (0, 0) when there is none."""
+    return max(((hold.share, hold.cycles) for hold in held), default=(0.0, 0))
+
+
 class Hold(NamedTuple):
     """The best phase at which stalls of one size recur at a rate: its share of the observable cycles, the
-    random phase's, the period and phase (ns) and window it was found at, and the onsets of that size."""
+    random phase's, the period and phase (ns) and window it was found at, the onsets of that size, and the
+    observable cycles."""
 
     share: float
     chance: float
@@ -353,6 +359,14 @@ class Hold(NamedTuple):
     phase_ns: float
     tolerance_ns: float
     onsets: np.ndarray
+    cycles: int = 0             # the cycles FWQ could see at that phase
+
+
+def window_ns(period_ns: float, tick_hz: float | None) -> float:
+    """How near a phase a stall starts to hold it at a spectral line's period (TOLERANCE_SHARE, or
+    TICK_MULTIPLE_TOLERANCE_SHARE for whole ticks; from TOLERANCE_NS, to a quarter of the period)."""
+    share = TICK_MULTIPLE_TOLERANCE_SHARE if whole_ticks(period_ns, tick_hz) else TOLERANCE_SHARE
+    return min(max(share * period_ns, TOLERANCE_NS), 0.25 * period_ns)
 
 
 def holds_by_size(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int = REFINE_STEPS,
@@ -369,13 +383,12 @@ def holds_by_size(stalls: Stalls, frequency_hz: float, bin_hz: float, steps: int
         at_size: Hold | None = None
         for f in np.linspace(frequency_hz - bin_hz / 2, frequency_hz + bin_hz / 2, steps):
             period = 1e9 / f
-            share = TICK_MULTIPLE_TOLERANCE_SHARE if whole_ticks(period, tick_hz) else TOLERANCE_SHARE
-            tolerance = min(max(share * period, TOLERANCE_NS), 0.25 * period)
+            tolerance = window_ns(period, tick_hz)
             best, chance, cycles, phase = held_at(stalls, period, tolerance, onsets=some, tick_hz=tick_hz)
             if significant(best, chance, cycles, most_chance=most_chance) \
                     and not tick_locked(stalls, some, period, phase, tolerance, tick_hz) \
                     and (at_size is None or best > at_size.share):
-                at_size = Hold(best, chance, period, phase, tolerance, some)
+                at_size = Hold(best, chance, period, phase, tolerance, some, cycles)
         if at_size is not None:
             out.append(at_size)
     return out
@@ -403,12 +416,19 @@ def longest_explained(stalls: Stalls, held: Sequence[Hold]) -> bool:
 
 
 def whole_ticks(period_ns: float, tick_hz: float | None, share_of_tick: int = 1) -> int:
-    """The whole number of ticks (or of ``share_of_tick``-ths of one) ``period_ns`` is within 1 % of, from 2;
-    0 when it is none."""
+    """The whole number of ticks (or of ``share_of_tick``-ths of one) ``period_ns`` is within 1 % of, from 2, and
+    within TOLERANCE_NS of: folded at it, the tick comes back to its phase each cycle; 0 when it is none.
+
+    1 % alone made every period from 50 ticks up a whole number of them (271 ms is 67.75 ticks of 4 ms, a
+    millisecond from 68): held to the tick's 8 % window (TICK_MULTIPLE_TOLERANCE_SHARE, 22 ms there), a 90 ms
+    daemon's stalls started in it in every cycle, and a quiet core named a 3.82 Hz event beside the daemon's
+    11.11 Hz in 3 runs of 3 (benchmarks/noise_injected.py, noise-keep33-quiet)."""
     if not tick_hz:
         return 0
     count = period_ns * share_of_tick * tick_hz / 1e9
-    return int(round(count)) if count >= 1.5 and abs(count - round(count)) <= 0.01 * count else 0
+    off_ns = abs(count - round(count)) * 1e9 / (tick_hz * share_of_tick)
+    return int(round(count)) if count >= 1.5 and abs(count - round(count)) <= 0.01 * count \
+        and off_ns <= TOLERANCE_NS else 0
 
 
 def offsets(times_ns: np.ndarray, phase_ns: float, period_ns: float) -> np.ndarray:
