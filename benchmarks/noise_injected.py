@@ -279,6 +279,17 @@ files, without the power: noise-keep30 7 of 16 normal-priority sources named (5 
 13:90,27:250 --repeat 3 --keep noise-keep31``, load 3.3-4.4, median 3.9): 90 ms alone 1/3, 250 ms alone 0/3,
 13+90 ms 3/6 (the 13 ms ones), 27+250 ms 4/6 (the 27 ms ones and a 250 ms one); silent 0; controls: the host's
 100 Hz (known) only; 22.22 Hz once on a 90 ms source's core, whose stalls recurred every 45 ms there.
+
+On a quiet host (2026-11-29 late night, docs/noise.md "A quiet core"): the tick's busiest phase left out only where
+it is a crowd, a slow event at its own phase kept beside a faster host event it is a whole share of, spectral
+rates known to their bin, "clearly more often" beyond chance, the least common period. Quiet, live (``--repeat 5
+--keep noise-keep35-quiet``, load 0.7-1.6), judged again: named 77 of 80 (73 live, by the code before the bin
+point), said could not 3, silent 0 (3 live); every 250 ms source alone named (7 of 10 live); other periods
+199.98 and 23.43 Hz once each, a control 96.61 Hz once. Loaded (``--repeat 5 --keep noise-keep34``, three busy
+loops beside it, load 1.9-6.5, median 5.4, FWQ keeping a tenth of its cores), live and judged again alike: named
+65 of 80, said could not 15 (every normal-priority 250 ms source alone: "none"), silent 0; controls the host's
+100 Hz only; in injected runs 23.08 and 30.77 Hz (beats of a real-time 13 ms source with the host's timer),
+11.54, 200, 19.59 and 8 Hz once each.
 """
 from __future__ import annotations
 

@@ -895,3 +895,13 @@ def test_a_slow_daemon_at_its_own_phase_is_not_a_faster_host_events_subharmonic(
     periods = (analysis.Period(100.0, 50.0, 3), analysis.Period(4.0, 20.0, 3), analysis.Period(20.0, 30.0, 3))
     kept, dropped = analysis.without_harmonics(stalls, 1e9 / stalls.duration_ns, 250.0, periods)
     assert [p.frequency_hz for p in kept] == [100.0, 4.0] and dropped == (20.0,)
+
+
+def test_a_slow_spectral_rate_is_placed_within_its_bin() -> None:
+    """Measured (a quiet core, noise-keep35-quiet): a real-time 250 ms daemon the spectrum named at 4.01 Hz,
+    rounded and known to its bin of 0.33 Hz. Its phase is asked within that bin: at 249.4 ms its stalls drift 7 ms
+    over the run and the fold held nothing, so the daemon was taken for the 50 ms pattern's subharmonic."""
+    stalls, _ = kept_stalls.measured("noise-keep35-quiet-fifo250ms-run0-core0")
+    periods = (analysis.Period(4.01, 20.0, 3), analysis.Period(20.0, 30.0, 3))
+    kept, dropped = analysis.without_harmonics(stalls, 1e9 / stalls.duration_ns, 250.0, periods)
+    assert [p.frequency_hz for p in kept] == [4.01, 20.0] and dropped == ()

@@ -715,9 +715,10 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
         return best.period_ns, best.phase_ns, best.tolerance_ns
 
     def apart(g: float, f: float) -> bool:      # only where the fold's test places the slower's phase
-        if f not in folds and not folding.holds(stalls, f, tick):
+        drift = folding.SCREEN_NS if f in folds else 1e9 / f    # a spectral rate is known to its bin
+        if f not in folds and not folding.holds(stalls, f, tick, drift):
             return False
-        period, phase = folding.phase_of(stalls, f, tick)
+        period, phase = folding.phase_of(stalls, f, tick, drift)
         fast = train(g)
         times = phase + np.arange(int(stalls.duration_ns // period)) * period
         off = float(np.median(np.abs(recurrence.offsets(times, fast[1], fast[0]))))

@@ -290,12 +290,14 @@ def faster_folds(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns:
     return tuple(found)
 
 
-def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
-    """Do the core's stalls recur at ``frequency_hz`` (a rate another path named) by the fold's own test?"""
+def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None, drift_ns: float = SCREEN_NS) -> bool:
+    """Do the core's stalls recur at ``frequency_hz`` (a rate another path named) by the fold's own test?
+    ``drift_ns``: ``refine``'s (a spectral line's rate, rounded and known to its bin: a period)."""
     onsets = stalls.at_least(SIZES_US[0]).start
     if 1e9 / frequency_hz < MIN_PERIOD_NS or len(onsets) < MIN_OBSERVED:
         return False
-    return judged(stalls, onsets, refine(onsets, 1e9 / frequency_hz, stalls.duration_ns), tick_hz) is not None
+    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns, drift_ns)
+    return judged(stalls, onsets, period, tick_hz) is not None
 
 
 def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None) -> bool:
@@ -409,9 +411,10 @@ def one_event(rates_hz: Sequence[float], share: Callable[[float], float],
             and not any(g > f and multiple(g, f) and not outweighs(f, g) and not apart(g, f) for g in rates_hz)]
 
 
-def phase_of(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> tuple[float, float]:
+def phase_of(stalls: Stalls, frequency_hz: float, tick_hz: float | None, drift_ns: float = SCREEN_NS
+             ) -> tuple[float, float]:
     """(period, phase: ns into the cycle) at which the long stalls (SIZES_US) recur near ``frequency_hz``: the
-    fold's (``refine``, recurrence.held_at)."""
+    fold's (``refine`` within ``drift_ns``, recurrence.held_at)."""
     onsets = stalls.at_least(SIZES_US[0]).start
-    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns)
+    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns, drift_ns)
     return period, recurrence.held_at(stalls, period, FOLD_TOLERANCE_NS, onsets=onsets, tick_hz=tick_hz)[3]
