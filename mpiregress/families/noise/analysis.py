@@ -690,7 +690,11 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
     the fold's 0.3 ms). The 2 % is 1.8 ms of a 90 ms cycle, where a crowded core's stalls start in every cycle
     FWQ could see, at any phase: a normal-priority 90 ms daemon the fold held in 114 of 114 cycles in a 9 s
     run had no share by the spectrum's test, and lost to the 33.36 Hz its comb was raised to, its 3rd harmonic,
-    which had none either (benchmarks/noise_injected.py --iterations 900000, noise-keep29)."""
+    which had none either (benchmarks/noise_injected.py --iterations 900000, noise-keep29).
+
+    Whole multiples within the spectral bin (``_multiple``), the slower clearly ahead only beyond chance over its
+    cycles, and a slower one whose phase the fold's test places kept where the faster's train does not pass
+    through it (``apart``; folding.one_event says why, with the quiet cores of noise-keep33-quiet)."""
     folds = {p.frequency_hz: (p.folded[0] / p.folded[1], p.folded[1]) for p in periods if p.folded}
     holds: dict[float, list[recurrence.Hold]] = {}
 

@@ -392,7 +392,7 @@ def one_event(rates_hz: Sequence[float], share: Callable[[float], float],
 
     ``cycles(rate)``, where given: the cycles that share was counted over; clearly more is then also beyond
     chance at the faster's share over the slower's cycles (OUTWEIGH_CHANCE): a 90 ms daemon's third
-    subharmonic held 11 of 11 cycles of 271 ms where its own 90 ms held 80 % of 33 (every sixth burst only woke
+    subharmonic held 11 of 11 cycles of 271 ms where its own 90 ms held 27 of 33 (every sixth burst only woke
     on a quiet core, and the 271 ms window is three times as wide), 9 % by chance; it was named alone
     (noise-keep33-quiet).
 
