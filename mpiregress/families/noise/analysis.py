@@ -704,25 +704,28 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
         return holds[rate]
 
     def share(rate: float) -> float:
-        return folds[rate][0] if rate in folds else recurrence.best_held(held(rate))[0]
+        best = recurrence.best_hold(held(rate)) if rate not in folds else None
+        return folds[rate][0] if rate in folds else best.share if best else 0.0
 
     def cycles(rate: float) -> int:
-        return folds[rate][1] if rate in folds else recurrence.best_held(held(rate))[1]
+        best = recurrence.best_hold(held(rate)) if rate not in folds else None
+        return folds[rate][1] if rate in folds else best.cycles if best else 0
 
     def multiple(g: float, f: float) -> bool:
         return _multiple(g, f, bin_hz) and g <= recurrence.MAX_MULTIPLE * 1.01 * f
 
     def train(rate: float) -> tuple[float, float, float]:   # (period, phase, window), ns: the test that found it
-        if rate in folds or not held(rate):
+        best = recurrence.best_hold(held(rate)) if rate not in folds else None
+        if best is None:
             return (*folding.phase_of(stalls, rate, tick), folding.FOLD_TOLERANCE_NS)
-        best = max(held(rate), key=lambda h: h.share)
         return best.period_ns, best.phase_ns, best.tolerance_ns
 
     def apart(g: float, f: float) -> bool:      # only where the fold's test places the slower's phase
-        drift = folding.SCREEN_NS if f in folds else 1e9 / f    # a spectral rate is known to its bin
-        if f not in folds and not folding.holds(stalls, f, tick, drift):
+        # A spectral rate is known to its bin: its phase is asked within a period of drift over the run.
+        place = folding.phase_of(stalls, f, tick) if f in folds else folding.placed(stalls, f, tick, 1e9 / f)
+        if place is None:
             return False
-        period, phase = folding.phase_of(stalls, f, tick, drift)
+        period, phase = place
         fast = train(g)
         times = phase + np.arange(int(stalls.duration_ns // period)) * period
         off = float(np.median(np.abs(recurrence.offsets(times, fast[1], fast[0]))))

@@ -290,14 +290,21 @@ def faster_folds(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns:
     return tuple(found)
 
 
-def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None, drift_ns: float = SCREEN_NS) -> bool:
-    """Do the core's stalls recur at ``frequency_hz`` (a rate another path named) by the fold's own test?
-    ``drift_ns``: ``refine``'s (a spectral line's rate, rounded and known to its bin: a period)."""
+def holds(stalls: Stalls, frequency_hz: float, tick_hz: float | None) -> bool:
+    """Do the core's stalls recur at ``frequency_hz`` (a rate another path named) by the fold's own test?"""
+    return placed(stalls, frequency_hz, tick_hz) is not None
+
+
+def placed(stalls: Stalls, frequency_hz: float, tick_hz: float | None, drift_ns: float = SCREEN_NS
+           ) -> tuple[float, float] | None:
+    """(period, phase: ns into the cycle) where the core's long stalls recur near ``frequency_hz`` by the fold's
+    own test (``judged``), else None. ``drift_ns``: ``refine``'s (a spectral line's rate, rounded and known to
+    its bin: a period)."""
     onsets = stalls.at_least(SIZES_US[0]).start
     if 1e9 / frequency_hz < MIN_PERIOD_NS or len(onsets) < MIN_OBSERVED:
-        return False
-    period = refine(onsets, 1e9 / frequency_hz, stalls.duration_ns, drift_ns)
-    return judged(stalls, onsets, period, tick_hz) is not None
+        return None
+    period, phase = phase_of(stalls, frequency_hz, tick_hz, drift_ns)
+    return None if judged(stalls, onsets, period, tick_hz) is None else (period, phase)
 
 
 def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None) -> bool:

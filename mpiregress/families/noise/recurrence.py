@@ -343,9 +343,9 @@ def best_share(held: Sequence[Hold]) -> float:
     return max((hold.share for hold in held), default=0.0)
 
 
-def best_held(held: Sequence[Hold]) -> tuple[float, int]:
-    """(the best share of ``held``, the cycles FWQ could see at its phase); (0, 0) when there is none."""
-    return max(((hold.share, hold.cycles) for hold in held), default=(0.0, 0))
+def best_hold(held: Sequence[Hold]) -> Hold | None:
+    """The hold of ``held`` with the best share (of those, the most cycles FWQ could see); None when there is none."""
+    return max(held, key=lambda hold: (hold.share, hold.cycles), default=None)
 
 
 class Hold(NamedTuple):
