@@ -321,6 +321,9 @@ OFFSET = 1.07
 # The local system's known periodic sources (its host's 10 ms timer): said as other periods, marked, not counted.
 KNOWN = known.known_of("local")
 KNOWN_MARK = "*"
+# An event of the kernel tick's own size on its core(s): said with its size, not flagged
+# (findings.tick_sized): listed, not counted.
+TICK_MARK = "~"
 ORIGINS = "origins.json"  # beside the kept files: each condition's sources' clock origins (taken_us)
 
 
@@ -417,9 +420,10 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
             silent += 1
         else:
             honest += 1
-    other = [f"core{c.cpu}:{p.frequency_hz:g}{KNOWN_MARK * bool(findings.known_as(p, KNOWN))}"
+    ticks_us = findings.where_ticks(run)
+    other = [f"core{c.cpu}:{p.frequency_hz:g}{mark(p, c.tick_detour_us)}"
              for i, (c, p) in enumerate(events) if i not in used]
-    other += [f"host:{p.frequency_hz:g}{KNOWN_MARK * bool(findings.known_as(p, KNOWN))}" for p, _ in host]
+    other += [f"host:{p.frequency_hz:g}{mark(p, ticks_us.get(where))}" for p, where in host]
     ticks = sorted({n.tick_hz for n in run.nodes if n.tick_hz})
     eff = " ".join(f"{n.efficiency:.3f}" for n in run.nodes)
     lost = " ".join(f"{c.lost_fraction:.0%}" for n in run.nodes for c in n.cores)
@@ -429,9 +433,15 @@ def judge(raw: fwqfile.FwqRun, run: analysis.RunNoise, sources: list[tuple[int, 
                                           f"{ticks or '-'}; eff {eff}; lost {lost}")
 
 
+def mark(p: analysis.Period, tick_us: float | None) -> str:
+    """KNOWN_MARK for a known source of the local system, TICK_MARK for an event the tick's size, else ''."""
+    return KNOWN_MARK if findings.known_as(p, KNOWN) else TICK_MARK if findings.tick_sized(p, tick_us) else ""
+
+
 def unknown(others: list[str]) -> int:
-    """How many of the other periods said are not a known source of the local system (``KNOWN_MARK``)."""
-    return sum(1 for o in others if not o.endswith(KNOWN_MARK))
+    """How many of the other periods said are flagged: neither a known source of the local system
+    (``KNOWN_MARK``) nor the tick's size (``TICK_MARK``)."""
+    return sum(1 for o in others if not o.endswith((KNOWN_MARK, TICK_MARK)))
 
 
 def file_stem(condition: str) -> str:
@@ -481,7 +491,7 @@ def conditions(periods: list[float], pairs: list[tuple[float, float]],
 def print_tally(tally: list) -> None:
     print(f"{'condition':>24} {'sources':>7} {'named':>5} {'said could not':>14} {'silent miss':>11} {'other':>5} "
           f"{'runs':>4} {'lost':>4}  other periods said ({KNOWN_MARK}: a known source of systems/local.yaml, "
-          "not counted)")
+          f"{TICK_MARK}: the tick's size, shown, not flagged; not counted)")
     for name, sources, named, honest, silent, other, runs, lost, which in tally:
         print(f"{name:>24} {sources:>7} {named:>5} {honest:>14} {silent:>11} {other:>5} {runs:>4} {lost:>4}  "
               f"{which or '-'}")

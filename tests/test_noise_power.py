@@ -3,6 +3,8 @@ would have named, measured with the analysis's own detector. Constructed cores o
 value decides a test here."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 import numpy as np
@@ -120,6 +122,21 @@ def test_a_node_states_its_noisiest_cores_power_as_the_verdicts_power() -> None:
     (stated,) = verdict.power.values()
     assert stated.judge == "noise" and stated.sentence().startswith(f"could have seen >= {stated.amount()} here; "
                                                                      f"a periodic event stealing that share")
+
+
+def test_a_node_could_flag_only_events_longer_than_its_ticks_own_interrupt() -> None:
+    """An event of the tick's size is shown, not flagged (findings.tick_sized): the power counts from the grid's
+    first step past twice the tick's interrupt, and says so."""
+    node = NodeData("node1", (rank(quiet(4), 0), rank(contended(quiet(5), 5, 400), 1)))
+    analysed = analysis.node_noise(node)
+    named = power.node_power(node, analysed, periods_ms=(13.0,))
+    ticked = replace(analysed, cores=tuple(replace(c, tick_detour_us=300.0) for c in analysed.cores))
+    flagged = power.node_power(node, ticked, periods_ms=(13.0,))
+    assert named.stalls_us[13.0] < 600.0 <= flagged.stalls_us[13.0]       # the same samples: only the floor moved
+    assert flagged.stalls_us[13.0] == min(s for s in power.STALL_GRID_US if s > 600.0)
+    assert ("waiting for the tick, and flagged (its stalls longer than twice the tick's own 300 us there), "
+            "measured by") in flagged.how(), flagged.how()
+    assert "flagged" not in named.how()
 
 
 def test_an_event_never_named_up_to_the_grids_end_says_so() -> None:

@@ -32,7 +32,8 @@ def measured(events: list[str], eff: float = 0.70) -> list[Result]:
     said = [f"node1: efficiency {eff:.3f} over 2 core(s) and 300000 iterations; most time lost on core 0 (20.0%), "
             "largest detour 1000 us.", *events]
     return [fwq("all_cores", "node1", eff, findings=said, events=events, priority="normal", cores=[0, 1],
-                nodes={"node1": {"cores": [{"cpu": 0, "lost_fraction": 0.2, "periods_hz": [76.92]},
+                nodes={"node1": {"cores": [{"cpu": 0, "lost_fraction": 0.2, "periods_hz": [76.92],
+                                            "periods_detour_us": [1000.0]},
                                            {"cpu": 1, "lost_fraction": 0.1, "periods_hz": []}]}})]
 
 
@@ -78,7 +79,7 @@ def test_a_known_source_of_the_system_is_said_with_what_it_is_and_asks_no_one() 
     assert [k.hz for k in local] == [100.0, 20.0]
     events, said = findings.event_sentences(run, local), findings.sentences(run, local)
     assert [e.split(" (")[0] for e in events] == ["A 76.9 Hz event on core 1 on n1"], said
-    (timer,) = [s for s in said if s.startswith("A 100 Hz event on core 0 on n1 (every 10 ms;")]
+    (timer,) = [s for s in said if s.startswith("A 100 Hz event on core 0 on n1 (every 10 ms, 300 us each,")]
     assert timer.endswith("; known on this system: the VM host's 10 ms timer, measured in controls with no "
                           "injector (systems/local.yaml known_noise_sources)."), timer
     judged = compose.of_run([fwq("all_cores", "n1", 0.95, findings=said, events=events)])
@@ -98,7 +99,8 @@ def test_the_noise_section_shows_each_layout_measured_and_only_its_own_skip_reas
             fwq("smt", "node1", None, status="skip", reason="the nodes have 1 hardware thread per core (SMT off)")]
     (part,) = noise_report.experiments(rows)
     assert part.efficiency == {"all_cores": 0.70, "one_free_per_socket": 1.0}
-    assert part.cores["all_cores"]["node1"] == ["core 0: 20.0% lost, periods 76.92 Hz", "core 1: 10.0% lost"]
+    assert part.cores["all_cores"]["node1"] == ["core 0: 20.0% lost, periods 76.92 Hz (1 ms each)",
+                                                 "core 1: 10.0% lost"]
     html = str(noise_report.render(rows, tmp_path))
     assert "skipped: no eessi build here" not in html
     assert "also asked of eessi, not measured there: no eessi build here (eessi)" in html
@@ -147,3 +149,20 @@ def test_a_noise_run_on_a_system_without_fwq_bands_is_judged_by_its_findings_not
     unmarked = measured([EVENT])
     band.apply_baselines(unmarked, refs)
     assert unmarked[0].status == "error" and "no baseline for" in unmarked[0].reason
+
+
+def test_two_methods_measuring_one_partition_each_have_their_own_experiments(tmp_path: Path) -> None:
+    """Two builds' FWQ runs of one layout (the local main job runs source and easybuild): each method's
+    efficiency sits beside its own findings, never one's number beside the other's sentences."""
+    rows = [fwq("all_cores", "node1", 0.85, findings=["source's finding"], cores=[0, 1]),
+            fwq("all_cores", "node1", 0.46, method="easybuild", findings=["easybuild's finding"], cores=[0, 1]),
+            fwq("all_cores", "node1", None, method="eessi", status="skip", reason="no eessi build here")]
+    parts = {p.name: p for p in noise_report.experiments(rows)}
+    assert sorted(parts) == ["local/batch (easybuild)", "local/batch (source)"]
+    assert parts["local/batch (source)"].efficiency == {"all_cores": 0.85}
+    assert parts["local/batch (source)"].findings == {"all_cores": ["source's finding"]}
+    assert parts["local/batch (easybuild)"].efficiency == {"all_cores": 0.46}
+    assert parts["local/batch (easybuild)"].findings == {"all_cores": ["easybuild's finding"]}
+    assert all("eessi" in dict(p.skip_lines())["all_cores"] for p in parts.values())
+    html = str(noise_report.render(rows, tmp_path))
+    assert "local/batch (source): placement experiments" in html and "efficiency 0.85;" in html

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from mpiregress.families.noise import probe, records
+from mpiregress.families.noise import findings, probe, records
 from mpiregress.model.results import Result
 from mpiregress.verdict.noise import MIN_BAND
 
@@ -78,39 +78,71 @@ def _png(path: Path) -> str:
         return ""
 
 
+def _measured_methods(results: Sequence[Result]) -> dict[str, set[str]]:
+    """Per system/partition, the build methods whose FWQ runs measured an efficiency there."""
+    out: dict[str, set[str]] = {}
+    for r in results:
+        if r.benchmark == records.BENCHMARK and r.metric == "efficiency" and r.value is not None:
+            out.setdefault(f"{r.system}/{r.partition}", set()).add(r.method)
+    return out
+
+
 def experiments(results: Sequence[Result], base: Path = Path(".")) -> list[Partition]:
-    """The FWQ check's results, per system/partition; ``base``: the run's report folder (artifacts are relative)."""
+    """The FWQ check's results, per system/partition; ``base``: the run's report folder (artifacts are relative).
+
+    Where two build methods measured one partition, each has its own experiments ("local/batch (easybuild)"):
+    the layouts are compared within one build's runs, and one method's efficiency never sits beside another's
+    findings (two at once on the local 2-core host saw 0.85 and 0.46). A method that measured nothing there says
+    its skip reasons under each."""
+    measured = _measured_methods(results)
     parts: dict[str, Partition] = {}
     for r in results:
         if r.benchmark != records.BENCHMARK:
             continue
-        part = parts.setdefault(f"{r.system}/{r.partition}", Partition(f"{r.system}/{r.partition}"))
-        layout = str(r.parameters.get("layout"))
-        if r.status == "skip":
-            part.skipped.setdefault(layout, {})[r.method] = r.reason
-        elif r.status == "error":
-            part.problems.append(f"{LABELS.get(layout, layout)} ({r.method}): {r.reason}")
-        # Measured is shown, judged or not (a run without a baseline for it still measured it).
-        if r.metric == "efficiency" and r.value is not None:
-            node = str(r.parameters.get("node"))
-            part.nodes.setdefault(layout, {})[node] = r.value
-            c = r.conditions
-            if len(c.get("cores") or ()) == 1:
-                part.single_rank.add(layout)
-            part.priority.setdefault(layout, str(c.get("priority") or "not recorded"))
-            detail = ((c.get("nodes") or {}).get(node) or {}).get("cores") or []
-            part.cores.setdefault(layout, {})[node] = [
-                f"core {k.get('cpu')}: {float(k.get('lost_fraction') or 0):.1%} lost"
-                + (f", periods {', '.join(f'{f:g} Hz' for f in k['periods_hz'])}" if k.get("periods_hz") else "")
-                for k in detail]
-            part.findings.setdefault(layout, list(c.get("findings") or []))
-            if c.get("rtla"):
-                part.rtla[layout] = str(c["rtla"])
-            if c.get("artifacts") and layout not in part.spectra:
-                part.spectra[layout] = _png(base / c["artifacts"] / "spectrum.png")
+        where = f"{r.system}/{r.partition}"
+        here = measured.get(where, set())
+        if len(here) <= 1:
+            names = [where]
+        elif r.method in here:
+            names = [f"{where} ({r.method})"]
+        else:               # a method that measured nothing here: its skips under each method's experiments
+            names = [f"{where} ({m})" for m in sorted(here)]
+        for name in names:
+            _add(parts.setdefault(name, Partition(name)), r, base)
     for part in parts.values():
         part.efficiency = {layout: statistics.mean(nodes.values()) for layout, nodes in part.nodes.items()}
     return [parts[k] for k in sorted(parts)]
+
+
+def _add(part: Partition, r: Result, base: Path) -> None:
+    """One FWQ result into its partition's experiments."""
+    layout = str(r.parameters.get("layout"))
+    if r.status == "skip":
+        part.skipped.setdefault(layout, {})[r.method] = r.reason
+    elif r.status == "error":
+        part.problems.append(f"{LABELS.get(layout, layout)} ({r.method}): {r.reason}")
+    # Measured is shown, judged or not (a run without a baseline for it still measured it); of repeats, the last
+    # run's efficiency, cores, findings and spectrum, all of one run (each node's record carries its run's).
+    if r.metric == "efficiency" and r.value is not None:
+        node = str(r.parameters.get("node"))
+        part.nodes.setdefault(layout, {})[node] = r.value
+        c = r.conditions
+        if len(c.get("cores") or ()) == 1:
+            part.single_rank.add(layout)
+        if c.get("priority") or layout not in part.priority:
+            part.priority[layout] = str(c.get("priority") or "not recorded")
+        detail = ((c.get("nodes") or {}).get(node) or {}).get("cores") or []
+        part.cores.setdefault(layout, {})[node] = [
+            f"core {k.get('cpu')}: {float(k.get('lost_fraction') or 0):.1%} lost"
+            + (f", periods {', '.join(_period(k, i) for i in range(len(k['periods_hz'])))}"
+               if k.get("periods_hz") else "")
+            for k in detail]
+        if c.get("findings") or layout not in part.findings:
+            part.findings[layout] = list(c.get("findings") or [])
+        if c.get("rtla"):
+            part.rtla[layout] = str(c["rtla"])
+        if c.get("artifacts"):
+            part.spectra[layout] = _png(base / c["artifacts"] / "spectrum.png")
 
 
 def probes(results: Sequence[Result]) -> tuple[dict[str, dict[str, float]], list[str]]:
@@ -162,3 +194,10 @@ def render(results: Sequence[Result], base: Path = Path(".")) -> Markup:
     probed, unprobed = probes(results)
     return Markup(env.from_string(SECTION).render(parts=experiments(results, base), probed=probed, unprobed=unprobed,
                                                    labels=LABELS))
+
+
+def _period(core: dict, i: int) -> str:
+    """'76.9 Hz (1 ms each)' of a core's i-th period, its size where the record has it (records.node_conditions)."""
+    hz = f"{core['periods_hz'][i]:g} Hz"
+    sizes = core.get("periods_detour_us") or []
+    return f"{hz} ({findings.length(sizes[i])} each)" if i < len(sizes) and sizes[i] else hz

@@ -18,7 +18,7 @@ from mpiregress.families.pyplot import agg_pyplot
 def core_table(run: analysis.RunNoise) -> str:
     """Tab-separated per-core table (one header line)."""
     header = ("node\trank\tcpu\tbound\tnominal_us\tlost_fraction\tmax_detour_us\tdetours_per_s\tthreshold_us\t"
-              "periods_hz\tprominence")
+              "periods_hz\tprominence\tperiods_detour_us\ttick_detour_us")
     lines = [header]
     for node in run.nodes:
         for c in node.cores:
@@ -26,7 +26,9 @@ def core_table(run: analysis.RunNoise) -> str:
                 f"{node.node}\t{c.rank}\t{c.cpu}\t{'yes' if c.bound and not c.migrated else 'no'}\t"
                 f"{c.nominal_us:.3f}\t{c.lost_fraction:.5f}\t{c.max_detour_us:.1f}\t{c.detours_per_s:.1f}\t"
                 f"{c.threshold_us:.2f}\t{','.join(f'{p.frequency_hz:g}' for p in c.periods) or '-'}\t"
-                f"{','.join(f'{p.prominence:g}' for p in c.periods) or '-'}")
+                f"{','.join(f'{p.prominence:g}' for p in c.periods) or '-'}\t"
+                f"{','.join(f'{p.detour_us:g}' for p in c.periods) or '-'}\t"
+                f"{'-' if c.tick_detour_us is None else f'{c.tick_detour_us:g}'}")
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mpiregress.families.noise import analysis, folding, recurrence
+from mpiregress.families.noise import analysis, findings, folding, recurrence
 from mpiregress.families.noise.fwqfile import NodeData, RankData
 from mpiregress.model.results import power_conditions
 
@@ -197,6 +197,9 @@ class NodePower:
     on_timer_us: dict[float, float] = field(default_factory=dict)
     # The periods whose grid stopped short of STALL_GRID_US's end (``stall_grid_us``) -> the largest stall tried.
     largest_us: dict[float, float] = field(default_factory=dict)
+    # The tick's own interrupt on that core (analysis.CoreNoise.tick_detour_us): an event of its size is named but
+    # not flagged (findings.tick_sized), so the stalls above count only from the grid's first step past that.
+    tick_us: float | None = None
 
     @property
     def share(self) -> float:
@@ -219,9 +222,11 @@ class NodePower:
                 size += f"; on its own timer {_said(timer, largest)}"
             said.append(f"{period:g} ms ({size})")
         listed = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
+        flagged = (f", and flagged (its stalls longer than twice the tick's own {_size(self.tick_us)} there)"
+                   if self.tick_us is not None else "")
         return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
                 f"{listed} would have been named on its own timer and (from {folding.MIN_PERIOD_NS / 1e6:g} ms) "
-                f"waiting for the tick, measured by adding it to this run's own samples")
+                f"waiting for the tick{flagged}, measured by adding it to this run's own samples")
 
     def to_conditions(self) -> dict[str, Any]:
         """conditions["power"] of the node's records (verdict.power.Power's fields)."""
@@ -247,15 +252,20 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
     """The node's power, measured on its core that lost the most time."""
     data = noisiest_rank(node, analysed)
     spectral = noisiest_spectral(analysed)
+    tick_us = analysed.cores[_noisiest(analysed)].tick_detour_us
+    flagged_from = findings.TICK_SIZED * tick_us if tick_us else 0.0
+    least = min((s for s in STALL_GRID_US if s > flagged_from), default=STALL_GRID_US[-1]) if tick_us else 0.0
     stalls: dict[float, float] = {}
     on_timer: dict[float, float] = {}
     largest: dict[float, float] = {}
     for period in periods_ms:
         timer, *elsewhere = smallest_by_placement(data, period, analysed.tick_hz, faster_hz=spectral)
+        timer, elsewhere = max(timer, least), [max(e, least) for e in elsewhere]
         stalls[period] = max([timer, *elsewhere])
         if timer < stalls[period]:
             on_timer[period] = timer
         tried = stall_grid_us(data, period)[-1]
         if tried < STALL_GRID_US[-1]:
             largest[period] = tried
-    return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer, largest_us=largest)
+    return NodePower(node=node.name, cpu=data.cpu, stalls_us=stalls, on_timer_us=on_timer, largest_us=largest,
+                     tick_us=tick_us)

@@ -31,7 +31,9 @@ def node_conditions(node: NodeNoise) -> dict[str, Any]:
     return {"lost_fraction": round(node.lost_fraction, 5), "iterations": node.iterations,
             "cores": [{"cpu": c.cpu, "bound": c.bound, "lost_fraction": round(c.lost_fraction, 5),
                        "max_detour_us": round(c.max_detour_us, 1), "detours_per_s": round(c.detours_per_s, 1),
-                       "periods_hz": [p.frequency_hz for p in c.periods]} for c in node.cores]}
+                       "periods_hz": [p.frequency_hz for p in c.periods],
+                       "periods_detour_us": [p.detour_us for p in c.periods],
+                       "tick_detour_us": c.tick_detour_us} for c in node.cores]}
 
 
 def to_results(run: RunNoise, *, system: str, partition: str, method: str, layout: str,

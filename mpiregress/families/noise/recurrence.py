@@ -609,6 +609,21 @@ def beat_multiples(frequency_hz: float, tick_hz: float | None) -> list[int]:
     return [k for k in range(2, BEAT_MAX_MULTIPLE + 1) if frequency_hz * k < tick_hz * (1 - 0.01)]
 
 
+def tick_detour_us(stalls: Stalls, tick: float | None) -> float | None:
+    """The median length (us) of the short stalls (under TICK_MAX_US) at the tick's phase, where nearly every
+    cycle FWQ could see holds one (TICK_HIT_SHARE): what the kernel's own interrupt costs FWQ on this core
+    (25 us on the local VM, a few on bare metal). None where the tick is not seen so."""
+    if not tick:
+        return None
+    short = stalls.at_least(0.0, below=TICK_MAX_US)
+    period = 1e9 / tick
+    tolerance = min(TICK_TOLERANCE_NS, 0.15 * period)
+    best, _, cycles, phase = held_at(stalls, period, tolerance, onsets=short.start)
+    if cycles < MIN_CYCLES or best < TICK_HIT_SHARE:
+        return None
+    return round(float(np.median(short.lost_us[np.abs(offsets(short.start, phase, period)) <= tolerance])), 1)
+
+
 def tick_hz(stalls: Stalls) -> float | None:
     """The kernel tick's rate as a core's stalls show it: the highest of TICK_RATES at which nearly every
     observable cycle (TICK_HIT_SHARE) starts a stall at one phase, beyond chance; None when none does.
