@@ -12,7 +12,7 @@ import pytest
 from helpers import kept_stalls
 
 from mpiregress.errors import InputError, NotAvailableError
-from mpiregress.families.noise import analysis, findings, fwqfile, placement, records, recurrence, rtla
+from mpiregress.families.noise import analysis, findings, folding, fwqfile, placement, records, recurrence, rtla
 from mpiregress.verdict import noise as verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -959,3 +959,15 @@ def test_a_cores_own_event_recurring_at_anothers_cycle_does_not_make_that_event_
     assert recurrence.recurs(stalls, 4.02, bin_hz, tick_hz=250.0)      # core 0's stalls do come back at it
     assert not findings.shows(core0, daemon)
     assert findings.shows(replace(core0, periods=()), daemon)            # where no event of its own explains it
+
+
+def test_a_fold_whose_long_stalls_are_a_named_slower_events_train_is_that_events_share() -> None:
+    """Measured (a quiet host, noise-keep36-quiet): a real-time 90 ms daemon, its 2 ms stalls every 90.0 ms in 34
+    of 34 cycles. The fold found 45 ms, held in 55 of 63 cycles: the daemon's in every other one, the host timer's
+    23 us interrupts 0.2-0.6 ms off its phase plus 45 ms in the others; the spectrum's 11.11 Hz went as its
+    subharmonic and the daemon was named at 22.22 Hz in 5 runs of 5."""
+    stalls, _ = kept_stalls.measured("noise-keep36-quiet-fifo90ms-run0-core0")
+    assert folding.slower_train(stalls, 22.22, 11.11, 250.0)
+    periods = (analysis.Period(11.11, 859.4, 82), analysis.Period(22.22, 0.0, 0, folded=(55, 63)))
+    kept, dropped = analysis.without_harmonics(stalls, 1e9 / stalls.duration_ns, 250.0, periods)
+    assert [p.frequency_hz for p in kept] == [11.11] and dropped == (22.22,)

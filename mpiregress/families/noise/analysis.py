@@ -151,8 +151,8 @@ class CoreNoise:
     # time domain (findings.shows).
     stalls: Stalls | None = field(default=None, repr=False, compare=False)
     # The kernel tick's own interrupt on this core: the median length (us) of its short stalls at the tick's
-    # phase (recurrence.tick_detour_us), None where the tick was not seen. An event no longer is the
-    # tick's size (findings.tick_sized).
+    # phase (recurrence.tick_detour_us), None where the tick was not seen. An event whose stalls are within
+    # findings.TICK_SIZED times it is of the tick's size (findings.tick_sized).
     tick_detour_us: float | None = None
 
 
@@ -700,7 +700,8 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
 
     Whole multiples within the spectral bin (``whole_multiple``), the slower clearly ahead only beyond chance over its
     cycles, and a slower one whose phase the fold's test places kept where the faster's train does not pass
-    through it (``apart``; folding.one_event says why, with the quiet cores of noise-keep33-quiet)."""
+    through it (``apart``; folding.one_event says why, with the quiet cores of noise-keep33-quiet). A fold whose
+    long stalls come back only every k-th cycle, a named slower event's, goes first (``folding.slower_train``)."""
     folds = {p.frequency_hz: (p.folded[0] / p.folded[1], p.folded[1]) for p in periods if p.folded}
     holds: dict[float, list[recurrence.Hold]] = {}
 
@@ -734,7 +735,12 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
         off = float(np.median(np.abs(recurrence.offsets(times, fast[1], fast[0]))))
         return off > fast[2] + folding.FOLD_TOLERANCE_NS
 
-    kept = folding.one_event([p.frequency_hz for p in periods], share, multiple, apart, cycles)
+    # A fold whose long stalls are a named slower event's train, every k-th of its cycles, is that event's share.
+    shares_of_slower = {p.frequency_hz for p in periods if p.folded and any(
+        q is not p and multiple(p.frequency_hz, q.frequency_hz)
+        and folding.slower_train(stalls, p.frequency_hz, q.frequency_hz, tick) for q in periods)}
+    rates = [p.frequency_hz for p in periods if p.frequency_hz not in shares_of_slower]
+    kept = folding.one_event(rates, share, multiple, apart, cycles)
     return (tuple(p for p in periods if p.frequency_hz in kept),
             tuple(p.frequency_hz for p in periods if p.frequency_hz not in kept))
 

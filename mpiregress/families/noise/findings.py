@@ -322,8 +322,9 @@ def host_event(p: Period, prominence: float, where: str, known: Sequence[KnownSo
 
 def event_sentences(run: RunNoise, known: Sequence[KnownSource] = ()) -> list[str]:
     """The sentences of the periodic events a run names (the host's, then each core's), the system's ``known``
-    sources left out: what the verdict asks a person to look at. Efficiency, stalls, the tick and the known
-    sources are said in ``sentences`` only."""
+    sources and events of the tick's own size (``tick_sized``) left out: what the verdict asks a person to look
+    at. Efficiency, stalls, the tick, the known sources and the tick-sized events are said in ``sentences``
+    only."""
     said = host_events(run)
     ticks = where_ticks(run)
     events = [(where, p, prom) for where, p, prom in said

@@ -211,6 +211,29 @@ def preempts(stalls: Stalls, wake_onsets: np.ndarray, period_ns: float, tick_hz:
     return bool(at - typical >= recurrence.MIN_CONTRAST)
 
 
+def slower_train(stalls: Stalls, frequency_hz: float, slower_hz: float, tick_hz: float | None) -> bool:
+    """Do the long stalls at the fold's phase of ``frequency_hz`` (``phase_of``) come back every k-th cycle
+    (k: its whole ratio to ``slower_hz``) clearly more often than every cycle (SLOWER_GAIN, beyond chance:
+    OUTWEIGH_CHANCE)? Then the wake-ups that hold its other cycles are another source's, and where an event is
+    named at ``slower_hz`` the fold is that event's share (analysis.without_harmonics). A quiet core's real-time
+    90 ms daemon, its 2 ms stalls every 90.0 ms in 34 of 34 cycles, was named at 45 ms (22.22 Hz) in 5 runs of
+    5 and its 11.11 Hz line dropped as the subharmonic: the host timer's 23 us interrupts, 0.2-0.6 ms off the
+    daemon's phase plus 45 ms, held the odd cycles within the fold's window (noise-keep36-quiet). Where no event
+    is named there the fold stands: a normal-priority 90 ms daemon on a crowded core preempted FWQ at once only
+    in every other cycle (13 of 13, and 2 of 17), its wake-ups at its phase in all (noise-keep30)."""
+    k = round(frequency_hz / slower_hz)
+    long = stalls.at_least(SIZES_US[0]).start
+    if k < 2 or len(long) < MIN_OBSERVED:
+        return False
+    period, phase = phase_of(stalls, frequency_hz, tick_hz)
+    at = float(recurrence.shares_at(stalls, period, FOLD_TOLERANCE_NS, np.array([phase]), long)[0][0])
+    shares, seen = recurrence.shares_at(stalls, k * period, FOLD_TOLERANCE_NS,
+                                        (phase + np.arange(k) * period) % (k * period), long)
+    i = int(np.argmax(shares))
+    return bool(shares[i] >= at + SLOWER_GAIN
+                and recurrence.chance_of(float(shares[i]), int(seen[i]), at) <= OUTWEIGH_CHANCE)
+
+
 def off_faster(stalls: Stalls, onsets_ns: np.ndarray, faster_hz: Sequence[float]) -> np.ndarray:
     """The onsets away from the phase of each of ``faster_hz`` faster than the fold searches (MIN_PERIOD_NS):
     those events' own stalls. Each event's period is refined within a spectral bin of the run (its rate as
