@@ -971,3 +971,13 @@ def test_a_fold_whose_long_stalls_are_a_named_slower_events_train_is_that_events
     periods = (analysis.Period(11.11, 859.4, 82), analysis.Period(22.22, 0.0, 0, folded=(55, 63)))
     kept, dropped = analysis.without_harmonics(stalls, 1e9 / stalls.duration_ns, 250.0, periods)
     assert [p.frequency_hz for p in kept] == [11.11] and dropped == (22.22,)
+
+
+def test_a_fold_within_a_spectral_lines_bin_is_that_lines_event_told_at_the_folds_rate() -> None:
+    """Measured (a quiet host, noise-keep36-quiet): a normal-priority 250 ms daemon, its line at 4.09 Hz (2.2 %
+    off, within the 0.34 Hz bin) and its fold at 4.0 Hz (11 of 11 cycles), named as two events on one core."""
+    stalls, cpu_ns = kept_stalls.measured("noise-keep36-quiet-normal27ms-and-250ms-run3-core1")
+    line = analysis.Period(4.09, 260.0, 1)
+    assert [p.frequency_hz for p in analysis.folded_periods(stalls, cpu_ns, 250.0, (line,))] == [4.09, 4.0]
+    (one,) = analysis.folded_periods(stalls, cpu_ns, 250.0, (line,), 1e9 / stalls.duration_ns)
+    assert one.frequency_hz == 4.0 and one.prominence == 260.0 and not one.folded
