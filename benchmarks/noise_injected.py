@@ -25,7 +25,8 @@ own analysis and findings (analysis.analyse, findings.host_events / one_core_eve
 - other: every other period the findings name (one core's or the host's), in any run, controls included; one
   at a known source of systems/local.yaml (``known_noise_sources``: the VM host's 10 ms timer and its 50 ms
   pattern) is listed with a ``*`` and not counted (the product says it as that source, evidence, not "needs a
-  look").
+  look"); so is one whose stalls are of the kernel tick's own size (``findings.tick_sized``, a ``~``: shown
+  with its size, not flagged).
 
     python benchmarks/noise_injected.py --repeat 5 [--keep DIR]
     python benchmarks/noise_injected.py --rejudge DIR     # the kept files, by the analysis as it is now
@@ -290,6 +291,14 @@ loops beside it, load 1.9-6.5, median 5.4, FWQ keeping a tenth of its cores), li
 65 of 80, said could not 15 (every normal-priority 250 ms source alone: "none"), silent 0; controls the host's
 100 Hz only; in injected runs 23.08 and 30.77 Hz (beats of a real-time 13 ms source with the host's timer),
 11.54, 200, 19.59 and 8 Hz once each.
+
+Each event's size and the tick's (2026-11-30, docs/noise.md "A fresh quiet set"): an event of the tick's own
+size is shown, not flagged (``~``); a fold whose long stalls are a named slower event's train is its share; a
+fold within a line's bin is that line's event; a phase's chance is at least the evenly spread onsets'. Quiet,
+live (``--repeat 5 --keep noise-keep36-quiet``, load 1.4-1.8): named 74 of 80, silent 6 (a real-time 90 ms
+source at 22.22 Hz, 5 of 5, and once at normal priority), a control 2.89 Hz once; judged again by the code with
+all four: named 80 of 80, nothing flagged beside them. noise-keep35-quiet judged again: 80 of 80, 23.43 Hz once
+on a real-time 27 ms core; noise-keep33-quiet 9 of 9.
 """
 from __future__ import annotations
 
