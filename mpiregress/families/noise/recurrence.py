@@ -169,7 +169,8 @@ def held(stalls: Stalls, period_ns: float, tolerance_ns: float, phases: int = 0,
     another process cannot show when the event would have begun. A stall starting within
     ``tolerance_ns`` of the phase holds the event in that cycle; ``onsets``: the starts that count (default:
     every stall's), a subset of the stalls by size, while every stall keeps the core from being observed.
-    Chance is the median phase's share; for a period that is a whole number of ticks (``tick_hz``), also
+    Chance is the median phase's share (at least what the onsets spread evenly would give, ``spread_chance``);
+    for a period that is a whole number of ticks (``tick_hz``), also
     at least the other ticks' phases': the tick (and the time slices the scheduler hands out on it) recurs
     at every multiple of its own period, so an event there must stand out from the tick's other phases.
     """
@@ -621,7 +622,8 @@ def beat_multiples(frequency_hz: float, tick_hz: float | None) -> list[int]:
 def tick_detour_us(stalls: Stalls, tick: float | None) -> float | None:
     """The median length (us) of the short stalls (under TICK_MAX_US) at the tick's phase, where nearly every
     cycle FWQ could see holds one (TICK_HIT_SHARE): what the kernel's own interrupt costs FWQ on this core
-    (25 us on the local VM, a few on bare metal). None where the tick is not seen so."""
+    (23-25 us on the local VM; a few are expected on bare metal, not measured here). None where the tick is not
+    seen so."""
     if not tick:
         return None
     short = stalls.at_least(0.0, below=TICK_MAX_US)
