@@ -3,7 +3,7 @@
 # one-host Slurm that the project starts itself, and end with the HTML report of the run
 # (judged against the history and baselines) and its path. OSU's tarball comes from the
 # official download or from $OSU_SOURCE_MIRROR (a folder holding osu-micro-benchmarks-7.2.tar.gz).
-# Exit code: the run's (0 pass, 1 regression, 2 error, 3 infrastructure, 4 nothing ran).
+# Exit code: the run's (0 pass, 1 regression, 2 error, 3 infrastructure, 4 nothing ran, 5 needs a look, 6 cancelled).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$repo/ci/setup.sh"
