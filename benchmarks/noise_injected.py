@@ -298,7 +298,9 @@ fold within a line's bin is that line's event; a phase's chance is at least the 
 live (``--repeat 5 --keep noise-keep36-quiet``, load 1.4-1.8): named 74 of 80, silent 6 (a real-time 90 ms
 source at 22.22 Hz, 5 of 5, and once at normal priority), a control 2.89 Hz once; judged again by the code with
 all four: named 80 of 80, nothing flagged beside them. noise-keep35-quiet judged again: 80 of 80, 23.43 Hz once
-on a real-time 27 ms core; noise-keep33-quiet 9 of 9.
+on a real-time 27 ms core; noise-keep33-quiet 9 of 9. noise-keep34 (loaded) judged again: the same names in 74
+of 75 runs; one normal-priority 27 ms source is named at 18.52 Hz (its long stalls every other cycle, the
+spectrum's 54 ms), said could not, not silent.
 """
 from __future__ import annotations
 
