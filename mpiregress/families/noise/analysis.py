@@ -666,8 +666,8 @@ def folded_periods(stalls: Stalls, cpu_ns: float, tick: float | None, periods: t
     rates: list[float] = []             # the folds' rates as found (a Period's is rounded to 0.01 Hz)
     for fold in folding.slow_periods(stalls, cpu_ns, tick, faster_hz=[p.frequency_hz for p in periods]):
         frequency = fold.frequency_hz
-        line = next((i for i, p in enumerate(periods) if not p.folded
-                     and 0.02 * frequency < abs(p.frequency_hz - frequency) <= bin_hz), None)
+        line = next((i for i, p in enumerate(periods)
+                     if 0.02 * frequency < abs(p.frequency_hz - frequency) <= bin_hz), None)
         if line is not None:
             periods = (*periods[:line], replace(periods[line], frequency_hz=round(frequency, 2)),
                        *periods[line + 1:])
@@ -718,19 +718,22 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
             holds[rate] = recurrence.holds_by_size(stalls, rate, bin_hz, tick_hz=tick)
         return holds[rate]
 
+    def best(rate: float) -> recurrence.Hold | None:   # a spectral rate's best hold; None for a fold's
+        return None if rate in folds else recurrence.best_hold(held(rate))
+
     def share(rate: float) -> float:
-        best = recurrence.best_hold(held(rate)) if rate not in folds else None
-        return folds[rate][0] if rate in folds else best.share if best else 0.0
+        hold = best(rate)
+        return folds[rate][0] if rate in folds else hold.share if hold else 0.0
 
     def cycles(rate: float) -> int:
-        best = recurrence.best_hold(held(rate)) if rate not in folds else None
-        return folds[rate][1] if rate in folds else best.cycles if best else 0
+        hold = best(rate)
+        return folds[rate][1] if rate in folds else hold.cycles if hold else 0
 
     def multiple(g: float, f: float) -> bool:
         return whole_multiple(g, f, bin_hz) and g <= recurrence.MAX_MULTIPLE * 1.01 * f
 
     def train(rate: float) -> tuple[float, float, float]:   # (period, phase, window), ns: the test that found it
-        return train_of(stalls, rate, tick, recurrence.best_hold(held(rate)) if rate not in folds else None)[:3]
+        return train_of(stalls, rate, tick, best(rate))[:3]
 
     def apart(g: float, f: float) -> bool:      # only where the fold's test places the slower's phase
         # A spectral rate is known to its bin: its phase is asked within a period of drift over the run.

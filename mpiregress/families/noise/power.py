@@ -253,8 +253,8 @@ def node_power(node: NodeData, analysed: analysis.NodeNoise,
     data = noisiest_rank(node, analysed)
     spectral = noisiest_spectral(analysed)
     tick_us = analysed.cores[_noisiest(analysed)].tick_detour_us
-    flagged_from = findings.TICK_SIZED * tick_us if tick_us else 0.0
-    least = min((s for s in STALL_GRID_US if s > flagged_from), default=STALL_GRID_US[-1]) if tick_us else 0.0
+    least = (min((s for s in STALL_GRID_US if s > findings.TICK_SIZED * tick_us), default=STALL_GRID_US[-1])
+             if tick_us else 0.0)
     stalls: dict[float, float] = {}
     on_timer: dict[float, float] = {}
     largest: dict[float, float] = {}
