@@ -396,3 +396,61 @@ def test_a_quiet_cores_few_long_stalls_are_no_crowd_at_the_tick() -> None:
     assert [(round(f.frequency_hz, 1), f.share, f.cycles) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] \
         == [(4.0, 1.0, 12)]
 
+
+
+
+def test_of_the_phases_idle_as_often_the_idle_window_is_judged_where_chance_is_least() -> None:
+    """Measured: core 1 of noise-keep34, a real-time 250 ms source on a loaded core. FWQ did not run after its
+    phase in 61 of 61 cycles at each phase the idle test tried; the tick's phases were idle in 77 % of cycles
+    around one of them and 84 % around others, and the 84 % was taken: 2 x 10^-5, past IDLE_MAX_CHANCE."""
+    stalls, cpu_ns = measured("noise-keep34-fifo27ms-and-250ms-run4-core1")
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    fold = folding.judged(stalls, onsets, folding.refine(onsets, 250e6, stalls.duration_ns), 250.0)
+    assert fold is not None and fold.idle == (61, 61), fold
+    assert [round(f.frequency_hz, 1) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [4.0]
+
+
+def test_a_candidate_the_screens_few_onsets_misplaced_is_refined_on_all_of_them() -> None:
+    """Measured: core 0 of noise-keep34, a real-time 90 ms source on a loaded core. In 19 of the 25 cycles FWQ saw
+    its stalls began at the tick's busiest phase, which the screen leaves out: 11 onsets were left, and their
+    best was 90.03 ms, 7 steps off the source's 90.000 (RESCREEN_NS)."""
+    stalls, cpu_ns = measured("noise-keep34-fifo90ms-run0-core0")
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    away = folding.off_tick(onsets, 250.0, cpu_ns)
+    guess = next(g for g in folding.candidates(away, stalls.duration_ns, folding.MIN_PERIOD_NS,
+                                               cpu_ns / folding.MIN_OBSERVED, [250.0])
+                 if abs(g - 90e6) < 0.01 * 90e6)
+    assert folding.judged(stalls, onsets, folding.refine(away, guess, stalls.duration_ns), 250.0) is None
+    assert [round(f.frequency_hz, 2) for f in folding.slow_periods(stalls, cpu_ns, 250.0)] == [11.11]
+
+
+def test_a_slower_fold_whose_train_passes_away_from_a_faster_ones_is_an_event_of_its_own() -> None:
+    """Measured: core 0 of noise-keep34 (load 6-8), a real-time 250 ms source, its phase held in 14 of 14 cycles.
+    Where the fold also found the host's 50 ms pattern (the wake-ups refined again on all onsets, which
+    ``rescreened`` no longer does), the source was dropped as its subharmonic (five times 4 Hz is 20 Hz), though
+    its train passes 10.6 ms from the pattern's (``trains_apart``, as analysis.without_harmonics asks)."""
+    stalls, cpu_ns = measured("noise-keep34-fifo250ms-run1-core0")
+    slower = folding.phase_of(stalls, 4.0, 250.0)
+    assert folding.trains_apart(stalls, slower, (*folding.phase_of(stalls, 20.0, 250.0), folding.FOLD_TOLERANCE_NS))
+    assert not folding.trains_apart(stalls, slower, (*slower, folding.FOLD_TOLERANCE_NS))
+    assert folding.one_event([4.0, 20.0], {4.0: 1.0, 20.0: 1.0}.__getitem__, lambda f, g: True,
+                             lambda fast, slow: folding.trains_apart(
+                                 stalls, folding.phase_of(stalls, slow, 250.0),
+                                 (*folding.phase_of(stalls, fast, 250.0), folding.FOLD_TOLERANCE_NS))) == [4.0, 20.0]
+    assert [round(f.frequency_hz, 1) for f in folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[100.0])] \
+        == [4.0]
+
+
+def test_a_rescreened_fold_at_a_whole_multiple_of_a_daemons_wake_ups_is_no_event() -> None:
+    """Measured: core 0 of noise-keep38-loaded (load 6-8, FWQ keeping 7 %), a normal-priority 27 ms daemon that
+    preempted FWQ at once in every other cycle. Refined again on all the long stalls' onsets, a candidate became
+    54 ms, held in 60 of 60 cycles, and took the 27 ms fold (75 %) for its share; stalls of any size start 27 ms on
+    as at its phase (``split``): it is the daemon's, every 27 ms."""
+    stalls, cpu_ns = measured("noise-keep38-loaded-normal27ms-and-250ms-run1-core0")
+    onsets = stalls.at_least(folding.SIZES_US[0]).start
+    found = folding.judged(stalls, onsets, folding.refine(onsets, 54e6, stalls.duration_ns, folding.RESCREEN_NS), 250.0)
+    assert found is not None and round(found.frequency_hz, 2) == 18.52
+    assert folding.split(stalls, found.frequency_hz, 2, 250.0)
+    assert folding.rescreened(stalls, onsets, 54e6, 250.0) is None
+    assert [round(f.frequency_hz, 2) for f in folding.slow_periods(stalls, cpu_ns, 250.0, faster_hz=[55.56])] \
+        == [37.04]

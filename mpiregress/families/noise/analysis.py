@@ -740,11 +740,7 @@ def without_harmonics(stalls: Stalls, bin_hz: float, tick: float | None, periods
         place = folding.phase_of(stalls, f, tick) if f in folds else folding.placed(stalls, f, tick, 1e9 / f)
         if place is None:
             return False
-        period, phase = place
-        fast = train(g)
-        times = phase + np.arange(int(stalls.duration_ns // period)) * period
-        off = float(np.median(np.abs(recurrence.offsets(times, fast[1], fast[0]))))
-        return off > fast[2] + folding.FOLD_TOLERANCE_NS
+        return folding.trains_apart(stalls, place, train(g))
 
     # A fold whose long stalls are a named slower event's train, every k-th of its cycles, is that event's share.
     shares_of_slower = {p.frequency_hz for p in periods if p.folded and any(

@@ -102,7 +102,7 @@ def size(p: Period, tick_us: float | None) -> str:
     if not p.detour_us:
         return ""
     share = p.detour_us * 1e-6 * p.frequency_hz
-    small = (f", within twice the kernel tick's own {length(tick_us)}: shown, not flagged"
+    small = (f", within {tick_sized_times()} the kernel tick's own {length(tick_us)}: shown, not flagged"
              if tick_sized(p, tick_us) and tick_us is not None else "")
     return f", {length(p.detour_us)} each, {share:.2%} of the time at every cycle{small}"
 
@@ -120,6 +120,11 @@ def tick_sized(p: Period, tick_us: float | None) -> bool:
     one, and the VM host's timer patterns (21-27 us) are; a daemon's millisecond is not. Where the tick was not
     seen (``tick_us`` None) no event is."""
     return bool(p.detour_us) and tick_us is not None and p.detour_us <= TICK_SIZED * tick_us
+
+
+def tick_sized_times() -> str:
+    """TICK_SIZED said: 'twice'."""
+    return "twice" if TICK_SIZED == 2 else f"{TICK_SIZED:g} times"
 
 
 def evidence(p: Period, prominence: float) -> str:

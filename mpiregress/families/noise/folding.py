@@ -54,6 +54,11 @@ MAX_CHANCE = 1e-9
 # refined at FOLD_TOLERANCE_NS; CHUNK trial periods are folded at once.
 SCREEN_NS = 2 * FOLD_TOLERANCE_NS
 CANDIDATES = 8
+# A candidate the screen's few onsets placed that is no event is refined again on all the long stalls' onsets,
+# this far either side (``rescreened``): a real-time 90 ms source sat at the tick's busiest phase in 19 of its 25
+# cycles FWQ saw, the screen had 11 onsets away from it, and its best was 90.03 ms, 7 steps off the source's
+# 90.000 (noise-keep34).
+RESCREEN_NS = 8 * SCREEN_NS
 # The power's screen around the rate it added (``slow_periods``).
 NEAR = 0.05
 # A slower period found beside a faster one it is a whole multiple of is the event's only when it holds
@@ -94,6 +99,8 @@ class Fold(NamedTuple):
     idle: tuple[int, int] | None = None
     # The folds at whole shares of its period that hold nearly as often (``faster_folds``): one_event weighs them.
     faster: tuple[Fold, ...] = ()
+    # Where in its cycle (ns) the onsets that found it hold it: the train ``trains_apart`` compares.
+    phase_ns: float = 0.0
 
 
 def folded_peaks(onsets_ns: np.ndarray, periods_ns: np.ndarray, window_ns: float) -> np.ndarray:
@@ -271,20 +278,22 @@ def judged(stalls: Stalls, onsets: np.ndarray, period_ns: float, tick_hz: float 
         return None
     if cycles >= MIN_OBSERVED and recurrence.significant(share, chance, cycles, most_chance=MAX_CHANCE):
         shares = faster_folds(stalls, onsets, period_ns, phase, share, tick_hz, faster_hz)
-        return None if shares is None else Fold(1e9 / period_ns, share, cycles, faster=shares)
+        return None if shares is None else Fold(1e9 / period_ns, share, cycles, faster=shares, phase_ns=phase)
     # The onsets' phase is known to the fold's grid (FOLD_TOLERANCE_NS): the window is tried a half step either
     # side too (one cycle of 65 fell outside it at the grid's phase, a 250 ms source in noise-keep14), and at each
     # phase the onsets hold as often (few cycles show a real-time source's phase: a real-time 250 ms source's held
-    # 6 of 6 beside a phase of the load's that held 7 of 7, noise-keep20).
-    idle, idle_chance, every, phase = max(
-        (*recurrence.idle_at(stalls, period_ns, best + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz, faster_hz),
-         best + shift)
-        for best in recurrence.best_phases(stalls, period_ns, FOLD_TOLERANCE_NS, onsets, MAX_TIED)
-        for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2)
+    # 6 of 6 beside a phase of the load's that held 7 of 7, noise-keep20). Of the phases idle as often, the one
+    # whose chance is least: a real-time 250 ms source's window was idle in 61 of 61 cycles at five of them, the
+    # tick's phases 0.77 there and 0.84 a half step on, and the one at 0.84 was taken (noise-keep34).
+    tried = [(*recurrence.idle_at(stalls, period_ns, best + shift, IDLE_AFTER_NS, IDLE_WINDOW_NS, tick_hz, faster_hz),
+              best + shift)
+             for best in recurrence.best_phases(stalls, period_ns, FOLD_TOLERANCE_NS, onsets, MAX_TIED)
+             for shift in np.arange(-2, 3) * FOLD_TOLERANCE_NS / 2]
+    idle, idle_chance, every, phase = min(tried, key=lambda one: (-one[0], one[1]))
     if idle < MIN_IDLE_SHARE or recurrence.chance_of(idle, every, idle_chance) > IDLE_MAX_CHANCE \
             or idle_faster(stalls, period_ns, phase):
         return None
-    return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every))
+    return Fold(1e9 / period_ns, share, cycles, (int(round(idle * every)), every), phase_ns=phase)
 
 
 def faster_folds(stalls: Stalls, onsets: np.ndarray, period_ns: float, phase_ns: float, share: float,
@@ -388,9 +397,9 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None, near_hz: 
         # far: recurrence.tick_phases), and the screen is cheaper by as much as the onsets are fewer.
         away = off_tick(onsets, tick_hz, cpu_ns)
         for guess in candidates(away, stalls.duration_ns, fastest_ns, slowest_ns, notch):
-            period = refine(away, guess, stalls.duration_ns)
-            held = judged(stalls, onsets, period, tick_hz, faster_hz)
-            if held and (size != WAKE_US or preempts(stalls, onsets, period, tick_hz, faster_hz)):
+            held = judged(stalls, onsets, refine(away, guess, stalls.duration_ns), tick_hz, faster_hz) or (
+                rescreened(stalls, onsets, guess, tick_hz, faster_hz) if size != WAKE_US else None)
+            if held and (size != WAKE_US or preempts(stalls, onsets, 1e9 / held.frequency_hz, tick_hz, faster_hz)):
                 add(held)
         for faster in (f for fold in list(found) for f in _shares_of(fold)):
             add(faster)
@@ -400,9 +409,40 @@ def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None, near_hz: 
     def same(f: float, g: float) -> bool:
         return abs(f / g - round(f / g)) <= RATIO_SLACK * round(f / g)
 
+    # Two trains at different phases are two events whatever their rates (``trains_apart``, each at the phase its
+    # own onsets hold it): a real-time 250 ms source held its phase in 14 of 14 cycles and was dropped as a
+    # subharmonic of the host's 50 ms pattern, whose wake-ups the fold found beside it (noise-keep34).
+    folds = {f.frequency_hz: f for f in found}
+
+    def apart(fast: float, slow: float) -> bool:
+        return trains_apart(stalls, (1e9 / slow, folds[slow].phase_ns),
+                            (1e9 / fast, folds[fast].phase_ns, FOLD_TOLERANCE_NS))
+
     shares = {f.frequency_hz: f.share for f in found}
-    kept = one_event(list(shares), shares.__getitem__, same)
+    kept = one_event(list(shares), shares.__getitem__, same, apart)
     return [f for f in found if f.frequency_hz in kept]
+
+
+def rescreened(stalls: Stalls, onsets: np.ndarray, guess_ns: float, tick_hz: float | None,
+               faster_hz: Sequence[float] = ()) -> Fold | None:
+    """The fold near ``guess_ns`` refined on all the long stalls' ``onsets`` (RESCREEN_NS), where it is an event and
+    no faster one's: all onsets include the load's slices, which start at every whole share of a faster event's
+    cycle too (``split``). A normal-priority 27 ms daemon on a crowded core, preempting FWQ at once in every other
+    cycle, was found so at 54 ms and named there (noise-keep38-loaded)."""
+    fold = judged(stalls, onsets, refine(onsets, guess_ns, stalls.duration_ns, RESCREEN_NS), tick_hz, faster_hz)
+    if fold is None or any(split(stalls, fold.frequency_hz, d, tick_hz)
+                           for d in range(2, int(1e9 / fold.frequency_hz // MIN_PERIOD_NS) + 1)):
+        return None
+    return fold
+
+
+def trains_apart(stalls: Stalls, slower: tuple[float, float], faster: tuple[float, float, float]) -> bool:
+    """Does the slower train (period, phase: ns) pass away from the faster one (period, phase, window: ns) in the
+    run: its cycles' median offset from the faster's nearest beyond that window and the fold's own? Then it is no
+    subharmonic of the faster (``one_event``'s ``apart``)."""
+    period, phase = slower
+    times = phase + np.arange(int(stalls.duration_ns // period)) * period
+    return float(np.median(np.abs(recurrence.offsets(times, faster[1], faster[0])))) > faster[2] + FOLD_TOLERANCE_NS
 
 
 def _shares_of(fold: Fold) -> Iterator[Fold]:

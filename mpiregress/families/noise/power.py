@@ -222,7 +222,8 @@ class NodePower:
                 size += f"; on its own timer {_said(timer, largest)}"
             said.append(f"{period:g} ms ({size})")
         listed = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
-        flagged = (f", and flagged (its stalls longer than twice the tick's own {_size(self.tick_us)} there)"
+        flagged = (f", and flagged (its stalls longer than {findings.tick_sized_times()} the tick's own "
+                   f"{_size(self.tick_us)} there)"
                    if self.tick_us is not None else "")
         return (f"a periodic event stealing that share of core {self.cpu} (its noisiest) every "
                 f"{listed} would have been named on its own timer and (from {folding.MIN_PERIOD_NS / 1e6:g} ms) "
