@@ -303,6 +303,16 @@ of 75 runs; one normal-priority 27 ms source is named at 18.52 Hz (its long stal
 spectrum's 54 ms), said could not, not silent. A new quiet set judged live by that code (``--keep
 noise-keep37-quiet``, load 1.3-2.0): named 78 of 80, said could not 2, silent 0; controls nothing; 3.74 and 8 Hz
 once each beside the sources.
+
+Loaded, live (2026-11-30 02:48-04:19, ``--repeat 5 --keep noise-keep38-loaded``, three busy loops of mine beside
+it, load 2.2-8.8, median 6.5, FWQ keeping 7-15 %), judged live by dd66c2f: named 67 of 80, said could not 13
+(normal-priority 250 ms alone 4 of 5), silent 0; controls the known host sources only; 22.22 Hz twice and 55.56 Hz
+once beside the sources. The fold's idle window asked at its least chance, a misplaced candidate refined again
+on all long stalls (docs/noise.md "A loaded set"), and two trains at different phases kept apart: noise-keep34
+judged again (8dee71e) named 66 of 80 (64 before: a real-time 90 ms and a real-time 250 ms source), could not 14,
+silent 0, controls nothing; noise-keep38-loaded 67 of 80 (one real-time 90 ms source more, one normal-priority
+27 ms source told at 54 ms, which f7aa74d's ``rescreened`` no longer finds); the four quiet sets unchanged
+(80, 80, 78 of 80 and 9 of 9).
 """
 from __future__ import annotations
 
