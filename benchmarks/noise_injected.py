@@ -311,8 +311,8 @@ once beside the sources. The fold's idle window asked at its least chance, a mis
 on all long stalls (docs/noise.md "A loaded set"), and two trains at different phases kept apart: noise-keep34
 judged again (8dee71e) named 66 of 80 (64 before: a real-time 90 ms and a real-time 250 ms source), could not 14,
 silent 0, controls nothing; noise-keep38-loaded 67 of 80 (one real-time 90 ms source more, one normal-priority
-27 ms source told at 54 ms, which f7aa74d's ``rescreened`` no longer finds); the four quiet sets unchanged
-(80, 80, 78 of 80 and 9 of 9).
+27 ms source told at 54 ms, which the final ``rescreened`` no longer finds: 68 of 80 by it, the analysis alone);
+the four quiet sets unchanged (80, 80, 78 of 80 and 9 of 9).
 """
 from __future__ import annotations
 
