@@ -96,7 +96,7 @@ def line_at(core: analysis.CoreNoise, hz: float) -> analysis.Period | None:
 
 def describe(run: analysis.RunNoise) -> str:
     return "; ".join(f"{c.node} core {c.cpu}: eff {n.efficiency:.3f} lost {c.lost_fraction:.3f} periods "
-                     f"{[(p.frequency_hz, p.prominence, p.harmonics) for p in c.periods]}"
+                     f"{[(p.frequency_hz, p.prominence, p.harmonics, p.detour_us) for p in c.periods]}"
                      for n in run.nodes for c in n.cores)
 
 
@@ -134,15 +134,18 @@ def test_injected_noise_is_found_and_absent_without_it(fwq: Path, noise_source: 
     found = line_at(injected, NOISE_HZ)
     assert found is not None, f"no {NOISE_HZ} Hz event found on core 1: {describe(noisy)}"
     assert found.harmonics >= 2, f"the 100 Hz line has no comb: {found}"
+    # The source's own stalls are its 1 ms spin; the VM host's 10 ms timer, on every core, costs tens of us. Not
+    # prominence: the host's timer stood 22668x its background on core 0 beside the source's 9756x (a CI run).
+    assert found.detour_us >= 500, f"the 100 Hz event's stalls are not the source's 1 ms: {found}"
     elsewhere = line_at(other, NOISE_HZ)
-    assert elsewhere is None or elsewhere.prominence < found.prominence, describe(noisy)
+    assert elsewhere is None or elsewhere.detour_us < found.detour_us / 2, describe(noisy)
     assert noisy.nodes[0].efficiency < quiet.nodes[0].efficiency, (
         f"efficiency did not drop: quiet {quiet.nodes[0].efficiency:.3f}, noisy {noisy.nodes[0].efficiency:.3f}")
-    # Without the source: no 100 Hz event as strong as the injected one. (A shared host may have a weak
-    # 100 Hz line of its own — seen at prominence 357 on a loaded CI machine — which is not the source.)
+    # Without the source: no 100 Hz event of the source's size. (The VM host has a 100 Hz timer of its own, a
+    # few tens of us, whose line stood higher than the source's once: it is not the source.)
     quiet_lines = [line_at(c, NOISE_HZ) for c in quiet.nodes[0].cores]
-    assert all(q is None or q.prominence < found.prominence / 2 for q in quiet_lines), (
-        f"a 100 Hz event as strong as the injected one ({found.prominence:.0f}) was found without the noise "
+    assert all(q is None or q.detour_us < found.detour_us / 2 for q in quiet_lines), (
+        f"a 100 Hz event of the injected one's size ({found.detour_us:.0f} us) was found without the noise "
         f"source: {describe(quiet)}")
 
 
