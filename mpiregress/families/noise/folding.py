@@ -351,12 +351,21 @@ def split(stalls: Stalls, frequency_hz: float, parts: int, tick_hz: float | None
     found 26 ms, held in 90-97 % of its cycles by long stalls, the phase 13 ms on in 47-58 % by long stalls and
     in all by stalls of any size (benchmarks/noise_injected.py, noise-keep23: told at 26 ms in 3 of 5 runs). A
     27 ms daemon's phase 13.5 ms on, where the load's slices follow its burst, held 23-61 % (noise-keep22, -24)."""
-    if parts < 2 or len(stalls.at_least(SIZES_US[0]).start) < MIN_OBSERVED:
+    return split_any(stalls, frequency_hz, (parts,), tick_hz)
+
+
+def split_any(stalls: Stalls, frequency_hz: float, parts: Sequence[int], tick_hz: float | None) -> bool:
+    """``split`` for any of ``parts``, the fold's phase placed once."""
+    if all(k < 2 for k in parts) or len(stalls.at_least(SIZES_US[0]).start) < MIN_OBSERVED:
         return False
     period, phase = phase_of(stalls, frequency_hz, tick_hz)
-    shares, _ = recurrence.shares_at(stalls, period, FOLD_TOLERANCE_NS,
-                                     (phase + np.arange(parts) * period / parts) % period)
-    return bool(shares[1:].min() >= shares[0] - recurrence.MULTIPLE_SLACK)
+
+    def at(k: int) -> bool:
+        shares, _ = recurrence.shares_at(stalls, period, FOLD_TOLERANCE_NS,
+                                         (phase + np.arange(k) * period / k) % period)
+        return bool(shares[1:].min() >= shares[0] - recurrence.MULTIPLE_SLACK)
+
+    return any(at(k) for k in parts if k >= 2)
 
 
 def slow_periods(stalls: Stalls, cpu_ns: float, tick_hz: float | None, near_hz: float | None = None,
@@ -430,8 +439,8 @@ def rescreened(stalls: Stalls, onsets: np.ndarray, guess_ns: float, tick_hz: flo
     cycle too (``split``). A normal-priority 27 ms daemon on a crowded core, preempting FWQ at once in every other
     cycle, was found so at 54 ms and named there (noise-keep38-loaded)."""
     fold = judged(stalls, onsets, refine(onsets, guess_ns, stalls.duration_ns, RESCREEN_NS), tick_hz, faster_hz)
-    if fold is None or any(split(stalls, fold.frequency_hz, d, tick_hz)
-                           for d in range(2, int(1e9 / fold.frequency_hz // MIN_PERIOD_NS) + 1)):
+    if fold is None or split_any(stalls, fold.frequency_hz, range(2, int(1e9 / fold.frequency_hz // MIN_PERIOD_NS) + 1),
+                                 tick_hz):
         return None
     return fold
 
